@@ -1,0 +1,416 @@
+"""Build the embedded draft model by distillation from SmolLM2-135M-Instruct.
+
+Stages (each resumable; outputs land in --work, default ~/.cache/rsd/draft-work):
+
+  questions  the target writes user questions itself (self-instruct), seeded by opening words
+  teacher    the target answers instruction prompts at temperature 1 (questions, news-article requests, then
+             one-sentence summaries of its own articles, then German->English translations); every answer token
+             is stored with the target's top-k log-probabilities, so distillation epochs cost only draft compute
+  train      a small Llama (same tokenizer, embedding initialised by PCA of the target's) minimises the
+             cross-entropy to the cached teacher distribution on answer tokens
+  eval       mean per-token acceptance sum_x min(p, q) at temperature 1 and greedy agreement on fresh target
+             answers to the built-in prompt sets (never used for training)
+
+    python experiments/train_draft.py all          # everything, in order (about 2-3 hours on 2 CPU cores)
+    python experiments/train_draft.py eval         # re-measure the shipped draft
+
+The built-in evaluation prompts (rsd/data/builtin) are held out: training prompts are generated, not taken from them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rsd.models.embedded import DRAFT_DIR, cache_root, embedded_target_dir  # noqa: E402
+
+TOPK = 32
+SYSTEM = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+OPENERS = [
+    "What", "How", "Why", "Explain", "Write", "Describe", "Give me", "List", "Can you", "Summarize", "Tell me",
+    "Compare", "Suggest", "Which", "When", "Who", "Is it", "Help me", "Create", "Classify", "Brainstorm",
+    "What are", "How do I", "Name", "Please", "I need", "Rewrite", "Extract", "Define", "Plan",
+]
+NEWS_TOPICS = [
+    "a city council approving a new bike lane network", "a heatwave breaking temperature records in Europe",
+    "a local football club winning promotion", "a new species of frog found in a rainforest",
+    "a tech company laying off staff", "a train strike disrupting commuters", "a museum returning stolen artefacts",
+    "a breakthrough in battery research", "flooding in a coastal town", "a school introducing a four-day week",
+    "a central bank raising interest rates", "a rescue of hikers stranded on a mountain", "a new hospital opening",
+    "a drought hitting farmers", "an election result in a small country", "a spacecraft landing on the Moon",
+    "a celebrity chef opening a restaurant", "a cyber attack on a hospital", "a record sale at an art auction",
+    "a wildfire forcing evacuations", "a charity marathon raising money", "a factory closing down",
+    "a new law on plastic bags", "a zoo welcoming a baby elephant", "a bridge closed for repairs",
+    "rising house prices in a capital city", "a scientist winning a major prize", "a power cut across a region",
+    "a festival cancelled because of storms", "a university cutting tuition fees", "a data leak at a bank",
+    "a village fighting to keep its post office", "a new vaccine approved by regulators", "a ferry running aground",
+    "a court ruling on workers' rights", "an airline cancelling flights", "a teenager winning a chess title",
+    "a volcano erupting near a tourist area", "a supermarket chain raising wages", "a police operation against fraud",
+    "a historic theatre reopening", "an oil spill near a beach", "a new metro line opening",
+    "a study linking sleep and memory", "a government budget announcement", "a wind farm approved offshore",
+    "a dog that travelled hundreds of miles home", "a hospital waiting-list crisis", "a mayor resigning",
+    "a shipwreck discovered by divers", "a ban on smartphones in schools", "food prices rising after a bad harvest",
+]
+GERMAN_SOURCES = [
+    "Die Regierung hat heute neue Regeln für den Bahnverkehr vorgestellt.",
+    "Im Sommer fahren viele Familien an die Ostsee.",
+    "Der Preis für Strom ist im letzten Jahr stark gestiegen.",
+    "Mein Bruder arbeitet seit zehn Jahren als Lehrer in München.",
+    "Die Ausstellung zeigt Bilder aus dem neunzehnten Jahrhundert.",
+    "Nach dem Sturm waren viele Straßen gesperrt.",
+    "Wir treffen uns morgen um acht Uhr vor dem Bahnhof.",
+    "Das neue Gesetz soll kleine Unternehmen entlasten.",
+    "Die Mannschaft hat das Spiel in der letzten Minute gewonnen.",
+    "Viele Menschen arbeiten inzwischen von zu Hause aus.",
+    "Der Bürgermeister versprach, mehr Wohnungen zu bauen.",
+    "Die Forscher haben eine neue Methode zur Wasserreinigung entwickelt.",
+    "Am Wochenende soll es in ganz Deutschland regnen.",
+    "Die Bibliothek bleibt wegen Renovierung bis März geschlossen.",
+    "Der Zug hatte wegen einer Störung eine Stunde Verspätung.",
+    "Sie hat ihr Studium mit Auszeichnung abgeschlossen.",
+    "Die Firma will im nächsten Jahr zweihundert neue Mitarbeiter einstellen.",
+    "In der Stadt gibt es immer weniger kleine Läden.",
+    "Der Arzt empfiehlt, mehr Wasser zu trinken.",
+    "Das Konzert war schon nach wenigen Minuten ausverkauft.",
+    "Die Polizei sucht nach Zeugen des Unfalls.",
+    "Unsere Nachbarn haben einen kleinen Hund aus dem Tierheim geholt.",
+    "Die Schule bekommt endlich schnelles Internet.",
+    "Der Fluss ist nach dem starken Regen über die Ufer getreten.",
+    "Die Verhandlungen zwischen den Parteien dauerten bis spät in die Nacht.",
+    "Ich habe das Buch in zwei Tagen gelesen.",
+    "Das Museum bietet jeden Sonntag kostenlose Führungen an.",
+    "Die Zahl der Touristen ist wieder gestiegen.",
+    "Der Bäcker an der Ecke öffnet schon um sechs Uhr morgens.",
+    "Die Ministerin kündigte mehr Geld für Schulen an.",
+]
+
+
+def load_target(dtype: torch.dtype = torch.float32):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = embedded_target_dir()
+    return AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path, dtype=dtype).eval()
+
+
+@torch.inference_mode()
+def sample_batch(model, prompts: list[list[int]], max_new: int, stop_id: int, pad_id: int, topk: int = 0):
+    """Sample at temperature 1 after left-padded prompts; optionally keep the teacher's top-k log-probs."""
+    from transformers import DynamicCache
+
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):] = torch.tensor(p)
+        mask[i, width - len(p):] = 1
+    cache = DynamicCache()
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, logits_to_keep=1)
+    alive = torch.ones(len(prompts), dtype=torch.bool)
+    tokens, top_idx, top_logp = [], [], []
+    next_pos = pos[:, -1:] + 1
+    for _ in range(max_new):
+        logp = torch.log_softmax(out.logits[:, -1].float(), -1)
+        tok = torch.multinomial(logp.exp(), 1)
+        tok = torch.where(alive[:, None], tok, torch.full_like(tok, pad_id))
+        tokens.append(tok)
+        if topk:
+            v, i = logp.topk(topk, -1)
+            top_idx.append(i.to(torch.int32))
+            top_logp.append(v.to(torch.float16))
+        alive &= tok[:, 0] != stop_id
+        if not alive.any():
+            break
+        mask = torch.cat([mask, alive[:, None].long()], -1)
+        out = model(input_ids=tok, attention_mask=mask, position_ids=next_pos, cache=cache)
+        next_pos = next_pos + 1
+    tokens = torch.cat(tokens, 1)
+    results = []
+    for b in range(len(prompts)):
+        row = tokens[b].tolist()
+        n = row.index(stop_id) + 1 if stop_id in row else len(row)
+        item = {"prompt": prompts[b], "answer": row[:n]}
+        if topk:
+            item["top_idx"] = torch.stack([t[b] for t in top_idx[:n]])
+            item["top_logp"] = torch.stack([t[b] for t in top_logp[:n]])
+        results.append(item)
+    return results
+
+
+def chat_prompt(tok, text: str) -> list[int]:
+    return tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True,
+                                   return_dict=True)["input_ids"]
+
+
+def stage_questions(work: Path, n: int, batch: int) -> None:
+    out = work / "questions.jsonl"
+    done = sum(1 for _ in out.open()) if out.exists() else 0
+    tok, model = load_target()
+    stop = tok.convert_tokens_to_ids("<|im_end|>")
+    rng = random.Random(done)
+    with out.open("a") as f:
+        while done < n:
+            openers = [rng.choice(OPENERS) for _ in range(batch)]
+            prompts = [tok(SYSTEM + "<|im_start|>user\n" + o, add_special_tokens=False)["input_ids"] for o in openers]
+            for o, r in zip(openers, sample_batch(model, prompts, 48, stop, tok.pad_token_id)):
+                text = (o + tok.decode(r["answer"], skip_special_tokens=True)).strip()
+                if r["answer"] and r["answer"][-1] == stop and 12 <= len(text) <= 300:
+                    f.write(json.dumps({"question": text}) + "\n")
+                    done += 1
+            f.flush()
+            print(f"questions: {done}/{n}", flush=True)
+
+
+def answer_shards(work: Path, name: str, texts: list[str], batch: int, max_new: int) -> list[dict]:
+    """Answer every text as a chat prompt, in shards of `batch` (resumable); returns all items."""
+    tok, model = load_target()
+    stop = tok.convert_tokens_to_ids("<|im_end|>")
+    items = []
+    for start in range(0, len(texts), batch):
+        shard = work / f"teacher-{name}-{start:06d}.pt"
+        if not shard.exists():
+            torch.manual_seed(start)
+            chunk = texts[start:start + batch]
+            t0 = time.time()
+            res = sample_batch(model, [chat_prompt(tok, t) for t in chunk], max_new, stop, tok.pad_token_id, TOPK)
+            for r, t in zip(res, chunk):
+                r["text"] = t
+            torch.save(res, shard.with_suffix(".tmp"))
+            shard.with_suffix(".tmp").rename(shard)
+            ntok = sum(len(r["answer"]) for r in res)
+            print(f"teacher {name}: {start + len(chunk)}/{len(texts)} ({ntok / (time.time() - t0):.0f} tok/s)",
+                  flush=True)
+        items.extend(torch.load(shard))
+    return items
+
+
+def stage_teacher(work: Path, batch: int) -> None:
+    tok = load_target()[0]
+    questions = [json.loads(line)["question"] for line in (work / "questions.jsonl").open()]
+    rng = random.Random(0)
+    article_requests = [
+        f"Write a short news article of about {rng.choice([80, 100, 120, 150])} words about {t}."
+        for t in NEWS_TOPICS for _ in range(6)
+    ]
+    articles = answer_shards(work, "articles", article_requests, batch, 200)
+    summaries = []
+    for a in articles:
+        body = tok.decode(a["answer"], skip_special_tokens=True).strip()
+        if len(body.split()) >= 40:
+            summaries.append(rng.choice([
+                "Summarize the following news article in one sentence.\n\nArticle: {}",
+                "Write a one-sentence summary of this article.\n\n{}",
+                "{}\n\nSummarize the article above in a single sentence.",
+            ]).format(body))
+    answer_shards(work, "summaries", summaries, batch, 80)
+    translations = [
+        rng.choice(["Translate the following German text into English.\n\nGerman: {}",
+                    "Translate from German to English: {}",
+                    "What does this German sentence mean in English? {}"]).format(s)
+        for s in GERMAN_SOURCES for _ in range(4)
+    ]
+    answer_shards(work, "translations", translations, batch, 64)
+    answer_shards(work, "questions", questions, batch, 160)
+
+
+def draft_config(target_config, width: int, layers: int):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=target_config.vocab_size, hidden_size=width, intermediate_size=3 * width,
+        num_hidden_layers=layers, num_attention_heads=width // 32, num_key_value_heads=max(1, width // 64),
+        head_dim=32, max_position_embeddings=target_config.max_position_embeddings,
+        rope_parameters={"rope_type": "default", "rope_theta": 100000.0}, rms_norm_eps=1e-5,
+        tie_word_embeddings=True, bos_token_id=target_config.bos_token_id, eos_token_id=target_config.eos_token_id,
+        pad_token_id=target_config.pad_token_id,
+    )
+
+
+def load_teacher_items(work: Path) -> list[dict]:
+    items = []
+    for shard in sorted(work.glob("teacher-*.pt")):
+        items.extend(torch.load(shard))
+    return items
+
+
+def stage_train(work: Path, width: int, layers: int, epochs: int, lr: float, max_len: int, tokens_per_batch: int,
+                seed: int) -> None:
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    tok, target = load_target()
+    model = LlamaForCausalLM(draft_config(target.config, width, layers))
+    # PCA of the target's token embedding gives the draft a head start on token similarity (DESIGN.md).
+    emb = target.get_input_embeddings().weight.detach().float()
+    centred = emb - emb.mean(0)
+    _, _, v = torch.linalg.svd(centred[torch.randperm(len(centred))[:8192]], full_matrices=False)
+    proj = centred @ v[:width].T
+    model.get_input_embeddings().weight.data.copy_(proj / proj.std() * 0.5)
+    del target, emb, centred
+    items = [it for it in load_teacher_items(work) if it["answer"]]
+    rng = random.Random(seed)
+    rng.shuffle(items)
+    n_held = min(64, len(items) // 10)
+    held, train = items[:n_held], items[n_held:]
+    ntok = sum(len(it["answer"]) for it in train)
+    print(f"draft: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params; {len(train)} sequences, "
+          f"{ntok} answer tokens", flush=True)
+    steps_per_epoch = max(1, ntok // tokens_per_batch)
+    total = epochs * steps_per_epoch
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.95))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / 100) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / total))))
+    step = 0
+    for epoch in range(epochs):
+        rng.shuffle(train)
+        batches, cur, cur_tok = [], [], 0
+        for it in train:
+            cur.append(it)
+            cur_tok += len(it["answer"])
+            if cur_tok >= tokens_per_batch:
+                batches.append(cur)
+                cur, cur_tok = [], 0
+        for b in batches:
+            model.train()
+            loss = distill_loss(model, b, max_len, tok.pad_token_id)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            step += 1
+            if step % 50 == 0 and held:
+                acc = acceptance(model, held, max_len, tok.pad_token_id)
+                print(f"epoch {epoch} step {step}/{total} loss {loss.item():.3f} held-out acceptance {acc:.3f}",
+                      flush=True)
+        model.half().save_pretrained(work / "draft")
+        model.float()
+    DRAFT_DIR.mkdir(parents=True, exist_ok=True)
+    model.half().save_pretrained(DRAFT_DIR)
+    tok.save_pretrained(DRAFT_DIR)
+    print(f"saved draft to {DRAFT_DIR}")
+
+
+def pack(batch: list[dict], max_len: int, pad_id: int):
+    """Right-pad prompt+answer sequences (answers kept whole, prompts cut from the left to fit max_len)."""
+    seqs, starts = [], []
+    for it in batch:
+        seq = list(it["prompt"]) + list(it["answer"])
+        cut = max(0, len(seq) - max_len)
+        seqs.append(seq[cut:])
+        starts.append(len(it["prompt"]) - cut)
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, s in enumerate(seqs):
+        ids[i, :len(s)] = torch.tensor(s)
+        mask[i, :len(s)] = 1
+    return ids, mask, starts
+
+
+def draft_answer_logp(model, batch: list[dict], max_len: int, pad_id: int):
+    """Draft log-probs at the positions that predict each answer token, plus the teacher's top-k there."""
+    ids, mask, starts = pack(batch, max_len, pad_id)
+    logits = model(input_ids=ids, attention_mask=mask).logits
+    rows, t_idx, t_logp = [], [], []
+    for i, it in enumerate(batch):
+        n = min(len(it["answer"]), ids.shape[1] - starts[i] + 1)
+        n = min(n, len(it["answer"]))
+        s = starts[i] - 1
+        rows.append(logits[i, s:s + n])
+        t_idx.append(it["top_idx"][:n].long())
+        t_logp.append(it["top_logp"][:n].float())
+    return torch.log_softmax(torch.cat(rows).float(), -1), torch.cat(t_idx), torch.cat(t_logp)
+
+
+def distill_loss(model, batch: list[dict], max_len: int, pad_id: int) -> torch.Tensor:
+    logp, t_idx, t_logp = draft_answer_logp(model, batch, max_len, pad_id)
+    teacher = torch.softmax(t_logp, -1)  # the top-k renormalised: the tail carries little mass at temperature 1
+    return -(teacher * logp.gather(-1, t_idx)).sum(-1).mean()
+
+
+@torch.inference_mode()
+def acceptance(model, items: list[dict], max_len: int, pad_id: int) -> float:
+    """Mean sum_x min(p, q) with q the teacher's top-k mass (a lower bound on the full-vocabulary value)."""
+    model.eval()
+    logp, t_idx, t_logp = draft_answer_logp(model, items, max_len, pad_id)
+    return torch.minimum(logp.exp().gather(-1, t_idx), t_logp.exp()).sum(-1).mean().item()
+
+
+@torch.inference_mode()
+def stage_eval(n_per_set: int, max_new: int) -> dict:
+    """Acceptance (T=1) and greedy agreement of the shipped draft on target answers to the built-in prompts."""
+    from transformers import AutoModelForCausalLM
+
+    from rsd.data import load_builtin
+
+    tok, target = load_target()
+    draft = AutoModelForCausalLM.from_pretrained(DRAFT_DIR, dtype=torch.float32).eval()
+    stop = tok.convert_tokens_to_ids("<|im_end|>")
+    torch.manual_seed(0)
+    report = {}
+    for name in ("xsum_builtin", "wmt_builtin", "dolly_builtin"):
+        prompts = [chat_prompt(tok, ex.prompt) for ex in load_builtin(name)[:n_per_set]]
+        accept, agree, count = 0.0, 0, 0
+        for r in sample_batch(target, prompts, max_new, stop, tok.pad_token_id):
+            seq = torch.tensor([r["prompt"] + r["answer"]])
+            start = len(r["prompt"]) - 1
+            q = torch.softmax(target(input_ids=seq).logits[0, start:-1].float(), -1)
+            p = torch.softmax(draft(input_ids=seq).logits[0, start:-1].float(), -1)
+            accept += torch.minimum(p, q).sum(-1).sum().item()
+            agree += (p.argmax(-1) == q.argmax(-1)).sum().item()
+            count += len(q)
+        report[name] = {"acceptance_t1": accept / count, "greedy_agreement": agree / count, "tokens": count}
+        print(name, report[name], flush=True)
+    total = sum(v["tokens"] for v in report.values())
+    report["all"] = {k: sum(v[k] * v["tokens"] for v in report.values()) / total
+                     for k in ("acceptance_t1", "greedy_agreement")}
+    report["all"]["tokens"] = total
+    report["draft_params"] = sum(p.numel() for p in draft.parameters())
+    report["target_params"] = sum(p.numel() for p in target.parameters())
+    print(json.dumps(report["all"]), flush=True)
+    (DRAFT_DIR / "acceptance.json").write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("stage", choices=["questions", "teacher", "train", "eval", "all"])
+    ap.add_argument("--work", type=Path, default=cache_root() / "draft-work")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--questions", type=int, default=2048)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--width", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--max-len", type=int, default=384)
+    ap.add_argument("--tokens-per-batch", type=int, default=4096)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--eval-prompts", type=int, default=24)
+    ap.add_argument("--eval-max-new", type=int, default=96)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    args.work.mkdir(parents=True, exist_ok=True)
+    if args.stage in ("questions", "all"):
+        stage_questions(args.work, args.questions, args.batch)
+    if args.stage in ("teacher", "all"):
+        stage_teacher(args.work, args.batch)
+    if args.stage in ("train", "all"):
+        stage_train(args.work, args.width, args.layers, args.epochs, args.lr, args.max_len, args.tokens_per_batch,
+                    args.seed)
+    if args.stage in ("eval", "all"):
+        stage_eval(args.eval_prompts, args.eval_max_new)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""The drafter contract: build one step's DraftTree through a DraftContext and name the node rule that verifies it."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rsd.budgets import Budget, InfeasibleBudgetError
+from rsd.rules import NodeRule
+from rsd.tree import DraftTree
+
+if TYPE_CHECKING:
+    from rsd.engine import DraftContext
+
+
+class Drafter(ABC):
+    """A tree builder. Subclasses set `name` and `rule` and implement `build`.
+
+    Contract (what keeps the engine lossless): every candidate list of a node is drawn from exactly the
+    distribution `ctx.probs` returned for that node, by the sampling scheme the rule assumes (i.i.d. for
+    `specinfer`/`kseq`, without replacement in draw order for `rsd`, a single draw for `sd`); the number and order
+    of candidates never depend on the drawn tokens' identities.
+    """
+
+    name: ClassVar[str]
+    rule: ClassVar[str | NodeRule]
+    # How each node's candidates are drawn from its p: 'single', 'iid', 'without_replacement' (draw order), or None.
+    # It lets `rsd.certify` run the exact-enumeration oracle on the rule; the Monte Carlo oracle needs nothing.
+    candidate_scheme: ClassVar[str | None] = None
+
+    @property
+    @abstractmethod
+    def draft_length(self) -> int:
+        """L: draft forward calls per step (the tree's depth); 0 means no draft model is used."""
+
+    @property
+    @abstractmethod
+    def max_tree_size(self) -> int:
+        """B: the most drafted (non-root) nodes the target verifies in one call."""
+
+    @abstractmethod
+    def build(self, tree: DraftTree, ctx: "DraftContext") -> None:
+        """Grow `tree` (holding only its root) by calling ctx.probs on the root, then level by level."""
+
+    @classmethod
+    def shapes(cls, budget: Budget, params: Mapping[str, Any]) -> list[dict]:
+        """Every constructor-kwargs shape meeting `budget`; `params` are the drafter's YAML keys.
+
+        Default: at a fixed draft length, `params` plus draft_length=L. Override for fixed target compute.
+        """
+        if budget.kind == "fixed_length":
+            return [{**params, "draft_length": budget.draft_length}]
+        raise InfeasibleBudgetError(f"drafter {cls.name!r} does not declare its shapes for a {budget.kind} budget "
+                                    "(implement the classmethod `shapes`)")
+
+    def describe(self) -> dict:
+        """The shape parameters, for records and tables."""
+        return {"draft_length": self.draft_length, "max_tree_size": self.max_tree_size}

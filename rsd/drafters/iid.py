@@ -1,0 +1,69 @@
+"""SpecInfer and SpecTr: K i.i.d. draft sequences of length L merged into a trie (repeats kept as candidates)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from rsd.budgets import Budget, factor_pairs
+from rsd.drafters.base import Drafter
+from rsd.tree import DraftTree
+
+if TYPE_CHECKING:
+    from rsd.engine import DraftContext
+
+
+class IIDTrie(Drafter):
+    """K i.i.d. chains x ~ p(.|prefix) of length L; a node's candidates: the next tokens of the sequences through it."""
+
+    candidate_scheme = "iid"
+
+    def __init__(self, num_sequences: int, draft_length: int) -> None:
+        if num_sequences < 1 or draft_length < 1:
+            raise ValueError(f"{self.name} needs num_sequences >= 1 and draft_length >= 1, "
+                             f"got K={num_sequences}, L={draft_length}")
+        self.k, self.length = num_sequences, draft_length
+
+    @property
+    def draft_length(self) -> int:
+        return self.length
+
+    @property
+    def max_tree_size(self) -> int:
+        return self.k * self.length
+
+    @classmethod
+    def shapes(cls, budget: Budget, params: Mapping[str, Any]) -> list[dict]:
+        """K from the config at a fixed draft length; every K x L = B at a fixed target compute."""
+        if budget.kind == "fixed_length":
+            return [{"num_sequences": params["num_sequences"], "draft_length": budget.draft_length}]
+        return [{"num_sequences": k, "draft_length": n} for k, n in factor_pairs(budget.target_tokens)]
+
+    def describe(self) -> dict:
+        return {**super().describe(), "num_sequences": self.k}
+
+    def build(self, tree: DraftTree, ctx: "DraftContext") -> None:
+        at = [0] * self.k  # the trie node each sequence has reached
+        for _ in range(self.length):
+            nodes = list(dict.fromkeys(at))
+            for v, p in zip(nodes, ctx.probs(tree, nodes)):
+                seqs = [s for s in range(self.k) if at[s] == v]
+                draws = torch.multinomial(p, len(seqs), replacement=True, generator=ctx.gen).tolist()
+                for s, token in zip(seqs, draws):
+                    at[s] = tree.add_candidate(v, token, reuse=True)
+
+
+class SpecInfer(IIDTrie):
+    """SpecInfer: the i.i.d. trie verified by multi-step speculative sampling."""
+
+    name = "specinfer"
+    rule = "specinfer"
+
+
+class SpecTr(IIDTrie):
+    """SpecTr: the i.i.d. trie verified by K-SEQ over the sequences still alive at each node."""
+
+    name = "spectr"
+    rule = "kseq"

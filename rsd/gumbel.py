@@ -1,0 +1,47 @@
+"""Sampling without replacement by Gumbel keys: Gumbel-top-k and a stochastic beam search step (ALGORITHMS §3)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def gumbel(shape: torch.Size | tuple[int, ...], gen: torch.Generator,
+           device: torch.device | str = "cpu") -> torch.Tensor:
+    """Standard Gumbel noise -log(-log U) in float64."""
+    u = torch.rand(shape, generator=gen, device=device, dtype=torch.float64)
+    return -torch.log(-torch.log(u))
+
+
+def gumbel_topk(probs: torch.Tensor, k: int, gen: torch.Generator) -> list[list[int]]:
+    """For each row of probs [n, V], up to k draws without replacement, in draw order (descending key).
+
+    Keys are log p + Gumbel; zero-probability tokens have key -inf and are never drawn, so a row with fewer than
+    k tokens of positive mass yields fewer draws.
+    """
+    keys = probs.double().log() + gumbel(probs.shape, gen, probs.device)
+    top = keys.topk(min(k, probs.shape[-1]), dim=-1)
+    return [row[torch.isfinite(val)].tolist() for val, row in zip(top.values, top.indices)]
+
+
+def truncated_gumbel_shift(parent_key: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """G_sx = -log(exp(-G_s) - exp(-Z_s) + exp(-g_sx)) in the stable form of ALGORITHMS.md §3 (row max -> G_s)."""
+    z = keys.max(-1, keepdim=True).values
+    u = parent_key[:, None] - keys + torch.log1p(-torch.exp(keys - z))
+    return parent_key[:, None] - u.clamp_min(0) - torch.log1p(torch.exp(-u.abs()))
+
+
+def sbs_step(phi: torch.Tensor, key: torch.Tensor, logp: torch.Tensor, width: int, gen: torch.Generator
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One step of stochastic beam search over beams (phi [n], key [n]) with log-probs [n, V].
+
+    Returns (parent beam, token, phi, key) of the kept pairs — the `width` largest truncated keys over all beams,
+    in descending key order; pairs with key -inf (zero probability) are never kept.
+    """
+    phi_sx = phi[:, None] + logp.double()
+    g = phi_sx + gumbel(logp.shape, gen, logp.device)
+    shifted = truncated_gumbel_shift(key.double(), g)
+    top = shifted.flatten().topk(min(width, shifted.numel()))
+    keep = torch.isfinite(top.values)
+    flat, values = top.indices[keep], top.values[keep]
+    parent, token = flat // logp.shape[-1], flat % logp.shape[-1]
+    return parent, token, phi_sx[parent, token], values

@@ -1,0 +1,77 @@
+"""Experiment loggers: `none` (default) and `wandb` (offline unless the user has an API key, or mode says so)."""
+
+from __future__ import annotations
+
+import netrc
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rsd.runner import RunPlan
+
+PER_PROMPT_KEYS = ("new_tokens", "target_calls", "draft_calls", "block_efficiency", "wall_s", "time_draft_s",
+                   "time_target_s", "score")
+
+
+class NullLogger:
+    """Logs nothing and writes nothing."""
+
+    def log_prompt(self, index: int, record: Mapping[str, Any]) -> None:
+        return None
+
+    def log_summary(self, summary: Mapping[str, Any]) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def has_wandb_key() -> bool:
+    """True if WANDB_API_KEY is set or ~/.netrc holds a key for api.wandb.ai."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        return netrc.netrc().authenticators("api.wandb.ai") is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+class WandbLogger:
+    """One wandb run per harness run: the resolved config, per-prompt metrics, and the summary."""
+
+    def __init__(self, cfg: Mapping[str, Any], plan: "RunPlan") -> None:
+        import wandb
+
+        mode = cfg.get("mode", "auto")
+        if mode == "auto":
+            mode = "online" if has_wandb_key() else "offline"
+        self.wandb = wandb
+        self.run = wandb.init(
+            project=cfg.get("project", "rsd"), entity=cfg.get("entity"), mode=mode, dir=str(plan.run_dir),
+            name=plan.run_dir.name, group=cfg.get("group"), tags=list(cfg.get("tags") or []),
+            config={**plan.identity, "method": plan.method, "shape": plan.shape}, reinit="finish_previous",
+        )
+
+    def log_prompt(self, index: int, record: Mapping[str, Any]) -> None:
+        self.run.log({f"prompt/{k}": record[k] for k in PER_PROMPT_KEYS if record.get(k) is not None},
+                     step=index)
+
+    def log_summary(self, summary: Mapping[str, Any]) -> None:
+        for k, v in summary.items():
+            if isinstance(v, (int, float, str)) or v is None:
+                self.run.summary[k] = v
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+def make_logger(cfg: Mapping[str, Any], plan: "RunPlan") -> NullLogger | WandbLogger:
+    name = cfg.get("name", "none")
+    if name == "none":
+        return NullLogger()
+    if name == "wandb":
+        return WandbLogger(cfg, plan)
+    from rsd.errors import ConfigError
+
+    raise ConfigError(f"unknown logger {name!r}; use logger=none or logger=wandb")

