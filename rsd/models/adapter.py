@@ -50,7 +50,7 @@ class CausalLM:
 
     def keep(self, slots: torch.Tensor) -> None:
         """Keep only the cache entries at `slots` (in that order), dropping the rest."""
-        slots = slots.to(self.device)
-        for layer in self.cache.layers:
-            layer.keys = layer.keys.index_select(2, slots)
-            layer.values = layer.values.index_select(2, slots)
+        for layer in self.cache.layers:  # layers may sit on different GPUs under device_map="auto"
+            index = slots.to(layer.keys.device)
+            layer.keys = layer.keys.index_select(2, index)
+            layer.values = layer.values.index_select(2, index)

@@ -89,6 +89,16 @@ def resolve_path(spec: str) -> str:
     return spec
 
 
+def unavailable(what: str, spec: str, err: Exception) -> ModelUnavailableError:
+    """The error for a model or tokenizer that cannot be loaded, saying how to get it."""
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+    return ModelUnavailableError(
+        f"could not load the {what} {spec!r}: {err}\n"
+        + ("HF_HUB_OFFLINE=1 is set and it is not in the local cache. " if offline else "")
+        + f"Download it on a machine with internet (`huggingface-cli download {spec}`) or set the model_pair's "
+        "target/draft to a local directory.")
+
+
 def _load_hf(spec: str, cfg: Mapping[str, Any]):
     from transformers import AutoModelForCausalLM
 
@@ -103,13 +113,7 @@ def _load_hf(spec: str, cfg: Mapping[str, Any]):
     try:
         model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     except OSError as err:
-        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
-        raise ModelUnavailableError(
-            f"could not load model {spec!r}: {err}\n"
-            + ("HF_HUB_OFFLINE=1 is set and the model is not in the local cache. " if offline else "")
-            + f"Download it on a machine with internet (`huggingface-cli download {spec}`) or set the model_pair's "
-            "target/draft to a local directory."
-        ) from None
+        raise unavailable("model", spec, err) from None
     if not cfg.get("device_map"):
         model = model.to(resolve_device(cfg.get("device", "auto")))
     _CACHE[key] = model
@@ -124,7 +128,7 @@ def _load_tokenizer(spec: str):
         try:
             _CACHE[key] = AutoTokenizer.from_pretrained(resolve_path(spec))
         except OSError as err:
-            raise ModelUnavailableError(f"could not load the tokenizer of {spec!r}: {err}") from None
+            raise unavailable("tokenizer", spec, err) from None
     return _CACHE[key]
 
 
@@ -149,8 +153,18 @@ def eos_ids(tokenizer: Any, model: Any) -> list[int]:
     return sorted(ids)
 
 
+def _evict_other_pairs(cfg: Mapping[str, Any]) -> None:
+    """Keep one model pair's weights in memory: a sweep over pairs (70B after 13B...) must not accumulate them."""
+    keep = {str(cfg.get("target")), str(cfg.get("draft")), str(cfg.get("tokenizer"))}
+    for key in [k for k in _CACHE if k[0] in ("hf", "tiny") and k[1] not in keep]:
+        del _CACHE[key]
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def load_pair(cfg: Mapping[str, Any], need_draft: bool = True) -> ModelPair:
     """Load (or reuse, within this process) the models a `model_pair` config names."""
+    _evict_other_pairs(cfg)
     if str(cfg["target"]).startswith("tiny:"):
         tiny = dict(cfg.get("tiny") or {})
         key = ("tiny", cfg["target"], tuple(sorted(tiny.items())))

@@ -10,7 +10,7 @@ def tiny_model(arch: str, vocab_size: int, hidden_size: int, num_layers: int, se
                init_std: float = 0.02, attn_implementation: str = "sdpa") -> PreTrainedModel:
     """A deterministic random-weight causal LM; a large `init_std` makes its next-token laws peaked."""
     common = dict(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
-                  num_attention_heads=2, max_position_embeddings=512, init_std=init_std)
+                  num_attention_heads=2, max_position_embeddings=2048, init_std=init_std)
     if arch == "llama":
         config = LlamaConfig(intermediate_size=2 * hidden_size, num_key_value_heads=1, tie_word_embeddings=False,
                              initializer_range=init_std, bos_token_id=0, eos_token_id=1, pad_token_id=1,

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Paper figure: opt pairs at fixed target compute (B = 6, 10, 14, 21, 30), then the report.
+# SD/SpecTr/SpecInfer/RSD-S run every shape meeting B; RSD-C runs its branching vectors of depth <= 4.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python run.py -m experiment=fig_opt_fixed_compute "$@"
+python run.py -m experiment=fig_opt_fixed_compute drafter=rsd_c budget.max_depth=4 "$@"
+python -m analysis.report results/paper/opt_fixed_compute --out reports/opt_fixed_compute

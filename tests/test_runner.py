@@ -1,0 +1,131 @@
+"""run.py end to end: records and summary files, per-prompt seeding, and early, clear errors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT, compose_cfg
+from rsd.budgets import InfeasibleBudgetError
+from rsd.data import DatasetError
+from rsd.errors import ConfigError
+from rsd.models.embedded import ModelUnavailableError
+from rsd.models.pairs import TokenizerMismatchError, check_same_vocabulary
+from rsd.runner import PromptTooLongError, plan_runs, run
+
+RECORD_KEYS = {"prompt_id", "new_token_ids", "text", "new_tokens", "target_calls", "draft_calls", "accepted_lengths",
+               "wall_s", "tokens_verified", "time_draft_s", "time_target_s", "time_other_s"}
+SUMMARY_KEYS = {"block_efficiency", "mbsu", "token_rate", "target_params", "draft_params", "config", "complete"}
+
+
+def tiny_run(tmp_path, *overrides):
+    cfg = compose_cfg("model_pair=tiny_llama", f"out_dir={tmp_path}", "sampling.max_new_tokens=12",
+                      "dataset.num_prompts=3", *overrides)
+    return run(cfg)
+
+
+def test_run_writes_records_and_summary(tmp_path):
+    [summary] = tiny_run(tmp_path, "drafter=sd")
+    run_dir = tmp_path / summary["run_dir"].split(str(tmp_path) + "/")[1]
+    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    assert len(records) == 3 and RECORD_KEYS <= set(records[0])
+    on_disk = json.loads((run_dir / "summary.json").read_text())
+    assert SUMMARY_KEYS <= set(on_disk)
+    assert on_disk["block_efficiency"] == pytest.approx(sum(r["new_tokens"] for r in records)
+                                                        / sum(r["target_calls"] for r in records))
+    assert on_disk["config"]["drafter"]["shape"] == {"draft_length": 4}
+    assert json.loads((run_dir / "run.json").read_text())["environment"]["torch"]
+    assert on_disk["draft_params"] > 0 and on_disk["target_params"] > on_disk["draft_params"]
+
+
+def test_output_of_a_prompt_does_not_depend_on_the_prompts_before_it(tmp_path):
+    prompts = [{"id": f"p{i}", "prompt": f"prompt number {i}"} for i in range(3)]
+    forward, backward = tmp_path / "f.jsonl", tmp_path / "b.jsonl"
+    forward.write_text("".join(json.dumps(p) + "\n" for p in prompts))
+    backward.write_text("".join(json.dumps(p) + "\n" for p in prompts[::-1]))
+    outputs = []
+    for path, name in ((forward, "f"), (backward, "b")):
+        [s] = tiny_run(tmp_path / name, "drafter=rsd_s", "dataset=local", f"dataset.path={path}")
+        recs = [json.loads(x) for x in open(os.path.join(s["run_dir"], "records.jsonl"))]
+        outputs.append({r["prompt_id"]: r["new_token_ids"] for r in recs})
+    assert outputs[0] == outputs[1]
+
+
+def test_unknown_drafter_class_is_a_config_error():
+    with pytest.raises(ConfigError, match="cannot be imported"):
+        plan_runs(compose_cfg("drafter.name=mine", "drafter._target_=nowhere.Mine"))
+
+
+def test_infeasible_shape_fails_before_models_load():
+    with pytest.raises(InfeasibleBudgetError, match="shapes that fit: K1xL7, K7xL1"):
+        plan_runs(compose_cfg("drafter=spectr", "budget=fixed_compute", "budget.target_tokens=7",
+                              "+budget.shape={num_sequences:3}"))
+
+
+def test_bad_sampling_values_are_config_errors():
+    with pytest.raises(ConfigError, match="top_p"):
+        plan_runs(compose_cfg("sampling.top_p=0"))
+
+
+def test_prompt_longer_than_context(tmp_path):
+    path = tmp_path / "long.jsonl"
+    path.write_text(json.dumps({"id": "long", "prompt": "x" * 2100}) + "\n")
+    with pytest.raises(PromptTooLongError, match="prompt 'long' has 2101 tokens"):
+        tiny_run(tmp_path, "dataset=local", f"dataset.path={path}")
+    assert not any(tmp_path.rglob("records.jsonl"))
+
+
+def test_local_dataset_errors(tmp_path):
+    with pytest.raises(DatasetError, match="does not exist"):
+        tiny_run(tmp_path, "dataset=local", f"dataset.path={tmp_path}/missing.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "ok"}\n{"id": 3}\n')
+    with pytest.raises(DatasetError, match="record 2 has no non-empty string field 'prompt'"):
+        tiny_run(tmp_path, "dataset=local", f"dataset.path={bad}")
+    with pytest.raises(DatasetError, match="dataset.path=FILE.jsonl"):
+        tiny_run(tmp_path, "dataset=local")
+
+
+def test_hub_dataset_offline_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(DatasetError, match="built-in set"):
+        tiny_run(tmp_path, "dataset=xsum", "dataset.num_prompts=2")
+
+
+def test_missing_hub_model_offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(ModelUnavailableError, match="huggingface-cli download"):
+        run(compose_cfg(f"out_dir={tmp_path}", "model_pair.target=facebook/opt-125m",
+                        "model_pair.draft=facebook/opt-125m"))
+
+
+def test_mismatched_tokenizers():
+    class Tok:
+        def __init__(self, vocab):
+            self.vocab = vocab
+
+        def get_vocab(self):
+            return self.vocab
+
+    check_same_vocabulary(Tok({"a": 0, "b": 1}), Tok({"a": 0, "b": 1}), "t", "d")
+    with pytest.raises(TokenizerMismatchError, match="different tokenizers"):
+        check_same_vocabulary(Tok({"a": 0, "b": 1}), Tok({"a": 1, "b": 0}), "t", "d")
+
+
+def test_cli_prints_table_and_errors_cleanly(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    ok = subprocess.run([sys.executable, "run.py", "model_pair=tiny_opt", f"out_dir={tmp_path}", "drafter=rsd_c",
+                         "dataset.num_prompts=2", "sampling.max_new_tokens=8"], cwd=ROOT, env=env,
+                        capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    assert "method" in ok.stdout and "rsd_c" in ok.stdout and "MBSU" in ok.stdout
+    bad = subprocess.run([sys.executable, "run.py", "model_pair=tiny_opt", f"out_dir={tmp_path}",
+                          "drafter=rsd_s", "budget=fixed_compute", "budget.target_tokens=5",
+                          "+budget.shape={beam_width:2}"], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode == 2
+    assert "error: drafter 'rsd_s' has no shape meeting budget B5" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -1,0 +1,142 @@
+"""Resumable, idempotent sweeps; local submitit and (faked) SLURM launchers; wandb offline logging."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers import ROOT, compose_cfg
+from rsd.runner import read_records, run
+
+TIMING_KEYS = {"wall_s", "time_draft_s", "time_target_s", "time_other_s"}
+TINY = ["model_pair=tiny_llama", "dataset=xsum_builtin", "dataset.num_prompts=6", "drafter=rsd_s"]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+
+
+def python_run(*args: str, env: dict | None = None, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "run.py", *args], cwd=ROOT, env=env or ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def stable(records: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in records]
+
+
+def only_run_dir(root: Path) -> Path:
+    [summary] = list(root.rglob("run.json"))
+    return summary.parent
+
+
+def test_sigkill_then_rerun_equals_uninterrupted_run(tmp_path):
+    reference = run(compose_cfg(*TINY, f"out_dir={tmp_path / 'ref'}", "sampling.max_new_tokens=160"))[0]
+    want = stable(read_records(Path(reference["run_dir"]) / "records.jsonl"))
+
+    out = tmp_path / "killed"
+    proc = python_run(*TINY, f"out_dir={out}", "sampling.max_new_tokens=160")
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        recs = list(out.rglob("records.jsonl"))
+        if recs and 2 <= len(recs[0].read_text().splitlines()) < 6:
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    run_dir = only_run_dir(out)
+    assert not (run_dir / "summary.json").exists()
+    partial = read_records(run_dir / "records.jsonl")
+    assert 2 <= len(partial) < 6
+
+    rerun = python_run(*TINY, f"out_dir={out}", "sampling.max_new_tokens=160")
+    log = rerun.communicate(timeout=300)[0]
+    assert rerun.returncode == 0, log
+    assert "resuming" in log
+    got = stable(read_records(run_dir / "records.jsonl"))
+    assert got == want  # every prompt once, identical to the uninterrupted run
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["new_tokens"] == reference["new_tokens"]
+    assert summary["block_efficiency"] == reference["block_efficiency"]
+
+
+def test_torn_last_line_is_cut_and_resumed(tmp_path):
+    cfg = compose_cfg(*TINY, f"out_dir={tmp_path}", "sampling.max_new_tokens=10")
+    [first] = run(cfg)
+    run_dir = Path(first["run_dir"])
+    lines = (run_dir / "records.jsonl").read_text().splitlines(keepends=True)
+    (run_dir / "summary.json").unlink()
+    (run_dir / "records.jsonl").write_text("".join(lines[:3]) + lines[3][: len(lines[3]) // 2])  # power loss
+    [second] = run(cfg)
+    assert stable(read_records(run_dir / "records.jsonl")) == stable([json.loads(x) for x in lines])
+    assert second["new_tokens"] == first["new_tokens"]
+
+
+def test_rerun_of_a_finished_sweep_skips(tmp_path):
+    args = ["-m", *TINY[:-1], "drafter=ar,sd", "sampling.max_new_tokens=8", f"out_dir={tmp_path}"]
+    first = python_run(*args)
+    assert first.wait(timeout=300) == 0
+    mtimes = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("summary.json")}
+    assert len(mtimes) == 2
+    second = python_run(*args)
+    log = second.communicate(timeout=300)[0]
+    assert second.returncode == 0
+    assert log.count("done already, skipping") == 2
+    assert mtimes == {p: p.stat().st_mtime_ns for p in tmp_path.rglob("summary.json")}
+
+
+def test_failing_job_is_reported_and_others_keep_results(tmp_path):
+    proc = python_run("-m", "model_pair=tiny_llama", "drafter=sd,spectr", "budget=fixed_compute",
+                      "budget.target_tokens=6", "+budget.shape={num_sequences:2}", "dataset.num_prompts=2",
+                      "sampling.max_new_tokens=8", f"out_dir={tmp_path}")
+    log = proc.communicate(timeout=300)[0]
+    assert proc.returncode != 0
+    assert "Error executing job with overrides" in log and "drafter=sd" in log
+    assert "has no shape meeting budget B6" in log
+    [done] = list(tmp_path.rglob("summary.json"))
+    assert "spectr-K2xL3" in str(done)
+
+
+def test_submitit_local_two_job_sweep(tmp_path):
+    proc = python_run("-m", "hydra/launcher=submitit_local", "model_pair=tiny_opt", "drafter=ar,rsd_c",
+                      "dataset.num_prompts=2", "sampling.max_new_tokens=8", f"out_dir={tmp_path}")
+    log = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0, log
+    assert len(list(tmp_path.rglob("summary.json"))) == 2
+    assert list(tmp_path.rglob(".submitit"))
+
+
+def test_slurm_launcher_renders_an_array_job(tmp_path):
+    """SLURM cannot run here: fake sbatch/srun/sacct on PATH run the array tasks locally, as SLURM would."""
+    fake = ROOT / "tests" / "fake_slurm"
+    env = {**ENV, "PATH": f"{fake}:{ENV['PATH']}", "FAKE_SLURM_DIR": str(tmp_path / "slurm")}
+    proc = python_run("-m", "hydra/launcher=slurm", "hydra.launcher.partition=gpu", "hydra.launcher.gpus_per_node=2",
+                      "hydra.launcher.array_parallelism=1", "hydra.launcher.timeout_min=90",
+                      "hydra.launcher.setup=[echo rsd-setup-hook]", "model_pair=tiny_llama", "drafter=sd,specinfer",
+                      "dataset.num_prompts=2", "sampling.max_new_tokens=8", f"out_dir={tmp_path / 'out'}", env=env)
+    log = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0, log
+    [script] = list((tmp_path / "slurm").glob("sbatch-*.sh"))
+    text = script.read_text()
+    for line in ("#SBATCH --array=0-1%1", "#SBATCH --partition=gpu", "#SBATCH --gpus-per-node=2",
+                 "#SBATCH --time=90", "#SBATCH --signal=USR2@120", "echo rsd-setup-hook", "srun "):
+        assert line in text, line
+    assert len(list((tmp_path / "out").rglob("summary.json"))) == 2
+
+
+def test_slurm_launcher_without_slurm_fails_at_once(tmp_path):
+    proc = python_run("-m", "hydra/launcher=slurm", "model_pair=tiny_llama", f"out_dir={tmp_path}",
+                      env={**ENV, "PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin"})
+    log = proc.communicate(timeout=120)[0]
+    assert proc.returncode != 0 and "srun" in log
+
+
+def test_wandb_offline_writes_its_directory_and_none_writes_nothing(tmp_path):
+    [s] = run(compose_cfg("model_pair=tiny_llama", "dataset.num_prompts=2", "sampling.max_new_tokens=6",
+                          "logger=wandb", "logger.mode=offline", f"out_dir={tmp_path / 'w'}"))
+    offline = list(Path(s["run_dir"]).glob("wandb/offline-run-*"))
+    assert offline and list(offline[0].glob("*.wandb"))
+    [s] = run(compose_cfg("model_pair=tiny_llama", "dataset.num_prompts=2", "sampling.max_new_tokens=6",
+                          f"out_dir={tmp_path / 'n'}"))
+    assert not list((tmp_path / "n").rglob("wandb"))
+    assert sorted(p.name for p in Path(s["run_dir"]).iterdir()) == ["records.jsonl", "run.json", "summary.json"]
