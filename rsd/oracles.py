@@ -20,9 +20,12 @@ def candidate_draws(p: torch.Tensor, m: int, scheme: str) -> list[tuple[tuple[in
     """Every ordered candidate tuple of length <= m a drafter draws from p, with its probability.
 
     Schemes: 'iid' (with replacement), 'without_replacement' (draw order; fewer than m when p's support is smaller),
-    'single' (m = 1).
+    'single' (m = 1), 'deterministic' (the m most likely tokens, with probability 1).
     """
     support = [int(x) for x in (p > 0).nonzero().flatten()]
+    if scheme == "deterministic":
+        top = p.topk(min(m, len(support)))
+        return [(tuple(int(x) for x in top.indices), 1.0)]
     if scheme == "single":
         return [((x,), float(p[x])) for x in support]
     if scheme == "iid":

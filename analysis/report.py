@@ -1,0 +1,88 @@
+"""Write the whole report of a set of run directories: tidy tables (Parquet, CSV), markdown tables, figures.
+
+    python -m analysis.report RUN_DIRS... --out DIR
+
+Layout of DIR: runs.{parquet,csv} (one row per run), prompts.{parquet,csv} (one per prompt), steps.{parquet,csv}
+(one per target call), table_<metric>.md (block_efficiency, mbsu, token_rate_ratio), figures/<setting>_<kind>.{png,pdf}
+and figures/<setting>_<kind>_acceptance.{png,pdf}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from analysis.figures import figures, save
+from analysis.load import Tables, load
+from analysis.tables import all_tables
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a report run produced: its directory, the tidy tables, markdown per metric, and every file written."""
+
+    out: Path
+    tables: Tables
+    markdown: dict[str, str]
+    files: list[Path]
+
+
+def write_tables(tables: Tables, out: Path) -> list[Path]:
+    """Write runs, prompts and steps as Parquet and CSV into `out`."""
+    paths = []
+    for name in ("runs", "prompts", "steps"):
+        frame = getattr(tables, name)
+        frame.to_parquet(out / f"{name}.parquet", index=False)
+        frame.to_csv(out / f"{name}.csv", index=False)
+        paths += [out / f"{name}.parquet", out / f"{name}.csv"]
+    return paths
+
+
+def write_markdown(markdown: dict[str, str], out: Path) -> list[Path]:
+    """Write one table_<metric>.md per metric into `out`."""
+    paths = [out / f"table_{metric}.md" for metric in markdown]
+    for path, text in zip(paths, markdown.values()):
+        path.write_text(text, encoding="utf-8")
+    return paths
+
+
+def write_figures(tables: Tables, out: Path) -> list[Path]:
+    """Draw and save every figure (PNG and PDF) into `out`/figures."""
+    fig_dir = out / "figures"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    return [path for stem, fig in figures(tables) for path in save(fig, fig_dir / stem)]
+
+
+def build_report(inputs: Iterable[Path | str], out: Path | str) -> Report:
+    """Load every completed run under `inputs` and write the tables, markdown and figures into `out`."""
+    out = Path(out)
+    tables = load(inputs)
+    out.mkdir(parents=True, exist_ok=True)
+    markdown = all_tables(tables.runs)
+    files = write_tables(tables, out) + write_markdown(markdown, out) + write_figures(tables, out)
+    return Report(out, tables, markdown, files)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: build the report, print its markdown tables and where it is; 1 if there is nothing."""
+    parser = argparse.ArgumentParser(prog="python -m analysis.report", description=__doc__.split("\n")[0])
+    parser.add_argument("inputs", nargs="+", type=Path, help="directories searched recursively for run directories")
+    parser.add_argument("--out", type=Path, default=Path("reports"), help="output directory (default: reports)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.INFO)
+    try:
+        report = build_report(args.inputs, args.out)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print("\n".join(report.markdown.values()))
+    print(f"report ({len(report.tables.runs)} runs, {len(report.files)} files): {report.out.resolve()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

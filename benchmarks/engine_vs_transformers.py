@@ -1,0 +1,106 @@
+"""Our engine against transformers on the same models, prompts and hardware, printed side by side.
+
+  AR: rsd's AR vs `model.generate` (greedy and sampling)           -> the engine's per-token overhead
+  SD: rsd's SD (L draft tokens) vs transformers' assisted generation -> block efficiency and token rate
+
+Fair use of assisted generation (DESIGN.md): constant `num_assistant_tokens` and `assistant_confidence_threshold=0`
+set on the draft model's generation_config, `top_k=0, top_p=1.0` passed explicitly, target forward calls counted
+with a hook to get its block efficiency.
+
+    python benchmarks/engine_vs_transformers.py --prompts 8 --max-new-tokens 64 --draft-length 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rsd.data import load_builtin  # noqa: E402
+from rsd.drafters import AR, SD  # noqa: E402
+from rsd.engine import Engine  # noqa: E402
+from rsd.models.pairs import load_pair  # noqa: E402
+from rsd.sampling import SamplingParams, prompt_generator  # noqa: E402
+
+
+def count_calls(model: torch.nn.Module) -> list[int]:
+    """A counter of forward calls on `model` (incremented by a forward pre-hook)."""
+    calls = [0]
+    model.register_forward_pre_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    return calls
+
+
+def run_hf(pair, prompts: list[list[int]], max_new: int, temperature: float, draft_length: int | None) -> dict:
+    """transformers generate (assisted when draft_length is set): tokens, target calls, seconds."""
+    target, draft = pair.target.model, pair.draft.model
+    calls = count_calls(target)
+    kwargs = {"max_new_tokens": max_new, "eos_token_id": pair.eos_token_ids, "pad_token_id": pair.eos_token_ids[0]}
+    if temperature > 0:
+        kwargs.update(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
+    else:
+        kwargs.update(do_sample=False)
+    if draft_length:
+        draft.generation_config.num_assistant_tokens = draft_length
+        draft.generation_config.num_assistant_tokens_schedule = "constant"
+        draft.generation_config.assistant_confidence_threshold = 0.0
+        kwargs["assistant_model"] = draft
+    tokens, seconds = 0, 0.0
+    for i, ids in enumerate(prompts):
+        torch.manual_seed(i)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            out = target.generate(torch.tensor([ids]), **kwargs)
+        seconds += time.perf_counter() - start
+        tokens += out.shape[1] - len(ids)
+    target._forward_pre_hooks.clear()
+    return {"tokens": tokens, "calls": calls[0], "seconds": seconds}
+
+
+def run_rsd(pair, prompts: list[list[int]], max_new: int, temperature: float, draft_length: int | None) -> dict:
+    """rsd's engine with AR or SD(L): tokens, target calls, seconds."""
+    drafter = SD(draft_length) if draft_length else AR()
+    engine = Engine(pair.target, pair.draft if draft_length else None, drafter, SamplingParams(temperature),
+                    pair.eos_token_ids, pair.vocab_size)
+    tokens = calls = 0
+    seconds = 0.0
+    for i, ids in enumerate(prompts):
+        out = engine.generate(ids, max_new, prompt_generator(0, str(i)))
+        tokens += len(out.new_token_ids)
+        calls += out.target_calls
+        seconds += out.wall_s
+    return {"tokens": tokens, "calls": calls, "seconds": seconds}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--draft-length", type=int, default=4)
+    ap.add_argument("--dataset", default="dolly_builtin")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    pair = load_pair({"name": "smollm2", "target": "embedded:smollm2-135m-instruct",
+                      "draft": "embedded:smollm2-draft", "chat": True})
+    prompts = [pair.encode_prompt(ex.prompt) for ex in load_builtin(args.dataset)[: args.prompts]]
+    run_rsd(pair, prompts[:1], 8, 0.0, args.draft_length)  # warm-up
+    print(f"{args.prompts} prompts of {args.dataset}, {args.max_new_tokens} new tokens, {args.threads} thread(s), "
+          f"torch {torch.__version__}")
+    print(f"{'setting':<22} {'rsd BE':>7} {'HF BE':>7} {'rsd tok/s':>10} {'HF tok/s':>9} {'rsd/HF':>7}")
+    for temperature in (0.0, 1.0):
+        for length in (None, args.draft_length):
+            ours = run_rsd(pair, prompts, args.max_new_tokens, temperature, length)
+            theirs = run_hf(pair, prompts, args.max_new_tokens, temperature, length)
+            name = f"{'AR' if length is None else f'SD L={length}'} T={temperature:g}"
+            ours_rate, their_rate = ours["tokens"] / ours["seconds"], theirs["tokens"] / theirs["seconds"]
+            print(f"{name:<22} {ours['tokens'] / ours['calls']:>7.2f} {theirs['tokens'] / theirs['calls']:>7.2f} "
+                  f"{ours_rate:>10.1f} {their_rate:>9.1f} {ours_rate / their_rate:>7.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
