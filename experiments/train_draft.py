@@ -11,7 +11,7 @@ Stages (each resumable; outputs land in --work, default ~/.cache/rsd/draft-work)
   eval       mean per-token acceptance sum_x min(p, q) at temperature 1 and greedy agreement on fresh target
              answers to the built-in prompt sets (never used for training)
 
-    python experiments/train_draft.py all          # everything, in order (about 2-3 hours on 2 CPU cores)
+    python experiments/train_draft.py all          # everything, in order (about 3 hours on 2 CPU cores)
     python experiments/train_draft.py eval         # re-measure the shipped draft
 
 The built-in evaluation prompts (rsd/data/builtin) are held out: training prompts are generated, not taken from them.
@@ -243,19 +243,22 @@ def load_teacher_items(work: Path) -> list[dict]:
 
 
 def stage_train(work: Path, width: int, layers: int, epochs: int, lr: float, max_len: int, tokens_per_batch: int,
-                seed: int) -> None:
+                seed: int, init_scale: float = 0.05, init_from: Path | None = None) -> None:
     from transformers import LlamaForCausalLM
 
     torch.manual_seed(seed)
     tok, target = load_target()
-    model = LlamaForCausalLM(draft_config(target.config, width, layers))
-    # PCA of the target's token embedding gives the draft a head start on token similarity (DESIGN.md).
-    emb = target.get_input_embeddings().weight.detach().float()
-    centred = emb - emb.mean(0)
-    _, _, v = torch.linalg.svd(centred[torch.randperm(len(centred))[:8192]], full_matrices=False)
-    proj = centred @ v[:width].T
-    model.get_input_embeddings().weight.data.copy_(proj / proj.std() * 0.5)
-    del target, emb, centred
+    if init_from is not None:  # continue training a saved draft
+        model = LlamaForCausalLM.from_pretrained(init_from, dtype=torch.float32)
+    else:
+        model = LlamaForCausalLM(draft_config(target.config, width, layers))
+        # PCA of the target's token embedding gives the draft a head start on token similarity (DESIGN.md).
+        emb = target.get_input_embeddings().weight.detach().float()
+        centred = emb - emb.mean(0)
+        _, _, v = torch.linalg.svd(centred[torch.randperm(len(centred))[:8192]], full_matrices=False)
+        proj = centred @ v[:width].T
+        model.get_input_embeddings().weight.data.copy_(proj / proj.std() * init_scale)
+    del target
     items = [it for it in load_teacher_items(work) if it["answer"]]
     rng = random.Random(seed)
     rng.shuffle(items)
@@ -318,18 +321,20 @@ def pack(batch: list[dict], max_len: int, pad_id: int):
 
 
 def draft_answer_logp(model, batch: list[dict], max_len: int, pad_id: int):
-    """Draft log-probs at the positions that predict each answer token, plus the teacher's top-k there."""
+    """Draft log-probs at the positions that predict each answer token, plus the teacher's top-k there.
+
+    The output layer (49152 x width) dominates the cost, so it is applied only to the answer positions.
+    """
     ids, mask, starts = pack(batch, max_len, pad_id)
-    logits = model(input_ids=ids, attention_mask=mask).logits
+    hidden = model.model(input_ids=ids, attention_mask=mask).last_hidden_state
     rows, t_idx, t_logp = [], [], []
     for i, it in enumerate(batch):
         n = min(len(it["answer"]), ids.shape[1] - starts[i] + 1)
-        n = min(n, len(it["answer"]))
-        s = starts[i] - 1
-        rows.append(logits[i, s:s + n])
+        rows.append(hidden[i, starts[i] - 1:starts[i] - 1 + n])
         t_idx.append(it["top_idx"][:n].long())
         t_logp.append(it["top_logp"][:n].float())
-    return torch.log_softmax(torch.cat(rows).float(), -1), torch.cat(t_idx), torch.cat(t_logp)
+    logits = model.lm_head(torch.cat(rows))
+    return torch.log_softmax(logits.float(), -1), torch.cat(t_idx), torch.cat(t_logp)
 
 
 def distill_loss(model, batch: list[dict], max_len: int, pad_id: int) -> torch.Tensor:
@@ -391,10 +396,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--width", type=int, default=128)
     ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--epochs", type=int, default=6)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--max-len", type=int, default=384)
     ap.add_argument("--tokens-per-batch", type=int, default=4096)
+    ap.add_argument("--init-scale", type=float, default=0.05, help="std of the PCA-initialised embedding")
+    ap.add_argument("--init-from", type=Path, help="continue training this saved draft instead of a fresh one")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eval-prompts", type=int, default=24)
     ap.add_argument("--eval-max-new", type=int, default=96)
@@ -407,7 +414,7 @@ def main() -> None:
         stage_teacher(args.work, args.batch)
     if args.stage in ("train", "all"):
         stage_train(args.work, args.width, args.layers, args.epochs, args.lr, args.max_len, args.tokens_per_batch,
-                    args.seed)
+                    args.seed, args.init_scale, args.init_from)
     if args.stage in ("eval", "all"):
         stage_eval(args.eval_prompts, args.eval_max_new)
 

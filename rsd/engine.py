@@ -136,10 +136,11 @@ def tree_inputs(tree: DraftTree, committed: list[int], cached: int
     return tokens, positions, attend
 
 
-def walk(tree: DraftTree, q: torch.Tensor, gen: torch.Generator) -> tuple[list[int], list[int]]:
+def walk(tree: DraftTree, q: torch.Tensor, gen: torch.Generator, eos: frozenset[int] = frozenset()
+         ) -> tuple[list[int], list[int]]:
     """Verify the tree from the root with its node rule: (accepted nodes, emitted tokens), ALGORITHMS.md §4.
 
-    Emits one token per accepted node plus the residual or bonus token; it does not stop at EOS (the engine does).
+    Emits one token per accepted node plus the residual or bonus token, and stops after an accepted EOS.
     """
     v, path, emitted = 0, [], []
     while True:
@@ -155,6 +156,8 @@ def walk(tree: DraftTree, q: torch.Tensor, gen: torch.Generator) -> tuple[list[i
             return path, emitted
         v = cands[j]
         path.append(v)
+        if token in eos:
+            return path, emitted
 
 
 class Engine:
@@ -166,7 +169,7 @@ class Engine:
             raise ValueError(f"drafter {drafter.name!r} needs a draft model, but the model pair has none")
         self.target, self.draft, self.drafter = target, draft, drafter
         self.params = params
-        self.eos = set(eos_token_ids)
+        self.eos = frozenset(eos_token_ids)
         self.vocab_size = vocab_size
         self.clock = _Stopwatch(target.device)
 
@@ -202,7 +205,7 @@ class Engine:
             ctx = DraftContext(self.draft, committed, self.params, self.vocab_size, gen, out, self.clock)
             self.drafter.build(tree, ctx)
         q = self._score(tree, committed, out)
-        path, emitted = walk(tree, q, gen)
+        path, emitted = walk(tree, q, gen, self.eos)
         self._compact(tree, committed, path, ctx)
         return Step(tree, q, path, emitted)
 
