@@ -6,21 +6,11 @@ import itertools
 import pytest
 import torch
 
+from rsd.certify import random_laws
 from rsd.oracles import candidate_draws, node_output_law
 from rsd.rules import kseq_rho, kseq_rule, onehot_rule, residual, rsd_rule, sd_rule, specinfer_rule
 
 torch.set_default_dtype(torch.float64)
-
-
-def random_pair(vocab: int, seed: int, support: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(q, p) with peaked, different laws; optionally p restricted to a smaller support (top-k style)."""
-    gen = torch.Generator().manual_seed(seed)
-    q = torch.softmax(2.0 * torch.randn(vocab, generator=gen, dtype=torch.float64), -1)
-    p = torch.softmax(2.0 * torch.randn(vocab, generator=gen, dtype=torch.float64), -1)
-    if support is not None:
-        p[p.argsort()[: vocab - support]] = 0
-        p = p / p.sum()
-    return q, p
 
 
 CASES = [(vocab, m, seed) for vocab in (2, 5, 8) for m in (1, 2, 3, 4) for seed in range(3) if vocab ** m <= 1024]
@@ -29,25 +19,25 @@ CASES.append((8, 4, 0))  # the largest case (4096 ordered draws), once
 
 @pytest.mark.parametrize("vocab,m,seed", CASES)
 def test_specinfer_iid_is_exact(vocab, m, seed):
-    q, p = random_pair(vocab, seed)
+    q, p = random_laws(vocab, seed)
     assert torch.allclose(node_output_law("specinfer", q, p, m, "iid"), q, atol=1e-12, rtol=0)
 
 
 @pytest.mark.parametrize("vocab,m,seed", CASES)
 def test_kseq_iid_is_exact(vocab, m, seed):
-    q, p = random_pair(vocab, seed)
+    q, p = random_laws(vocab, seed)
     assert torch.allclose(node_output_law("kseq", q, p, m, "iid"), q, atol=1e-12, rtol=0)
 
 
 @pytest.mark.parametrize("vocab,m,seed", CASES)
 def test_rsd_without_replacement_is_exact(vocab, m, seed):
-    q, p = random_pair(vocab, seed)
+    q, p = random_laws(vocab, seed)
     assert torch.allclose(node_output_law("rsd", q, p, m, "without_replacement"), q, atol=1e-12, rtol=0)
 
 
 @pytest.mark.parametrize("vocab,seed", [(v, s) for v in (2, 5, 8) for s in range(5)])
 def test_sd_is_exact(vocab, seed):
-    q, p = random_pair(vocab, seed)
+    q, p = random_laws(vocab, seed)
     assert torch.allclose(node_output_law("sd", q, p, 1, "single"), q, atol=1e-12, rtol=0)
 
 
@@ -55,7 +45,7 @@ def test_sd_is_exact(vocab, seed):
                                            ("rsd", "without_replacement", 3)])
 def test_rules_exact_with_truncated_draft_support(rule, scheme, m):
     """A draft masked by top-k/top-p (fewer tokens with mass than candidates) stays exact."""
-    q, p = random_pair(8, 11, support=2)
+    q, p = random_laws(8, 11, support=2)
     assert torch.allclose(node_output_law(rule, q, p, m, scheme), q, atol=1e-12, rtol=0)
 
 
@@ -70,7 +60,7 @@ def test_rules_exact_for_one_hot_laws(rule, scheme, m):
 
 
 def test_onehot_rule_is_exact_for_deterministic_distinct_candidates():
-    q, _ = random_pair(6, 3)
+    q, _ = random_laws(6, 3)
     for cands in itertools.permutations(range(6), 3):
         p = torch.zeros(6)
         p[cands[0]] = 1.0  # the drafter's choice is deterministic: its law is a point mass on the tuple
@@ -99,7 +89,7 @@ def token_order_rule(q, p, candidates):
 def test_pitfalls_fail_the_oracle(pitfall):
     failures = 0
     for vocab, m, seed in [(5, 2, 0), (5, 3, 1), (8, 2, 2), (8, 3, 3)]:
-        q, p = random_pair(vocab, seed)
+        q, p = random_laws(vocab, seed)
         law = node_output_law(pitfall, q, p, m, "without_replacement")
         assert torch.allclose(law.sum(), torch.tensor(1.0), atol=1e-12)  # still a distribution...
         failures += not torch.allclose(law, q, atol=1e-12, rtol=0)  # ...but not q
@@ -108,7 +98,7 @@ def test_pitfalls_fail_the_oracle(pitfall):
 
 def test_kseq_rho_bracket_and_short_form():
     """rho* lies in [1, k] with f(rho*) <= 0; at rho* the residual equals (q - rho* p)+ up to bisection precision."""
-    q, p = random_pair(8, 5)
+    q, p = random_laws(8, 5)
     for k in (1, 2, 3, 4):
         rho = kseq_rho(q, p, k)
         beta = torch.minimum(p, q / rho).sum()
@@ -122,7 +112,7 @@ def test_kseq_rho_bracket_and_short_form():
 
 def test_acceptance_probabilities_match_closed_forms():
     """P(accept) at a node: sum min(p, q) for SD, 1 - (1 - beta(rho*))^k for K-SEQ."""
-    q, p = random_pair(6, 7)
+    q, p = random_laws(6, 7)
     sd_accept = sum(prob * float(sd_rule(q, p, torch.tensor(c)).accept_probs()[0])
                     for c, prob in candidate_draws(p, 1, "single"))
     assert abs(sd_accept - float(torch.minimum(p, q).sum())) < 1e-12

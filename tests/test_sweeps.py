@@ -39,7 +39,7 @@ def test_sigkill_then_rerun_equals_uninterrupted_run(tmp_path):
     deadline = time.time() + 120
     while time.time() < deadline:
         recs = list(out.rglob("records.jsonl"))
-        if recs and 2 <= len(recs[0].read_text().splitlines()) < 6:
+        if recs and 2 <= recs[0].read_bytes().count(b"\n") < 6:  # two complete records, more to come
             break
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
@@ -100,7 +100,7 @@ def test_failing_job_is_reported_and_others_keep_results(tmp_path):
 def test_submitit_local_two_job_sweep(tmp_path):
     proc = python_run("-m", "hydra/launcher=submitit_local", "model_pair=tiny_opt", "drafter=ar,rsd_c",
                       "dataset.num_prompts=2", "sampling.max_new_tokens=8", f"out_dir={tmp_path}")
-    log = proc.communicate(timeout=600)[0]
+    log = proc.communicate(timeout=300)[0]
     assert proc.returncode == 0, log
     assert len(list(tmp_path.rglob("summary.json"))) == 2
     assert list(tmp_path.rglob(".submitit"))
@@ -114,7 +114,7 @@ def test_slurm_launcher_renders_an_array_job(tmp_path):
                       "hydra.launcher.array_parallelism=1", "hydra.launcher.timeout_min=90",
                       "hydra.launcher.setup=[echo rsd-setup-hook]", "model_pair=tiny_llama", "drafter=sd,specinfer",
                       "dataset.num_prompts=2", "sampling.max_new_tokens=8", f"out_dir={tmp_path / 'out'}", env=env)
-    log = proc.communicate(timeout=600)[0]
+    log = proc.communicate(timeout=300)[0]
     assert proc.returncode == 0, log
     [script] = list((tmp_path / "slurm").glob("sbatch-*.sh"))
     text = script.read_text()
