@@ -5,11 +5,10 @@ from __future__ import annotations
 import torch
 
 
-def gumbel(shape: torch.Size | tuple[int, ...], gen: torch.Generator,
-           device: torch.device | str = "cpu") -> torch.Tensor:
-    """Standard Gumbel noise -log(-log U) in float64."""
-    u = torch.rand(shape, generator=gen, device=device, dtype=torch.float64)
-    return -torch.log(-torch.log(u))
+def gumbel(shape: torch.Size | tuple[int, ...], gen: torch.Generator, device: torch.device) -> torch.Tensor:
+    """Standard Gumbel noise -log(-log U) in float64, drawn on the generator's device and moved to `device`."""
+    u = torch.rand(shape, generator=gen, device=gen.device, dtype=torch.float64)
+    return (-torch.log(-torch.log(u))).to(device)
 
 
 def gumbel_topk(probs: torch.Tensor, k: int, gen: torch.Generator) -> list[list[int]]:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
+from rsd.sampling import sample
+
 
 @dataclass(frozen=True)
 class NodeLaw:
@@ -142,8 +144,8 @@ def verify_node(rule: str | NodeRule, q: torch.Tensor, p: torch.Tensor, candidat
                 u: torch.Tensor, gen: torch.Generator) -> tuple[int, int]:
     """Apply a rule with uniforms `u` (one per candidate): (index of the accepted candidate, token) or (-1, token)."""
     law = get_rule(rule)(q, p, candidates)
-    accepted = (u[: len(candidates)].to(law.den.dtype) * law.den <= law.num).nonzero()
+    accepted = (u[: len(candidates)].to(law.den) * law.den <= law.num).nonzero()
     if len(accepted):
         j = int(accepted[0])
         return j, int(candidates[j])
-    return -1, int(torch.multinomial(law.residual.float(), 1, generator=gen))
+    return -1, sample(law.residual, gen)

@@ -194,7 +194,7 @@ def check_context(pair: ModelPair, prompts: list[tuple[Example, list[int]]], max
 def decode_prompt(engine: Engine, pair: ModelPair, ex: Example, ids: list[int], cfg: Mapping, task: str | None,
                   draft_length: int) -> dict:
     """Generate one prompt's continuation and return its record."""
-    gen = prompt_generator(cfg["seed"], ex.id)
+    gen = prompt_generator(cfg["seed"], ex.id, pair.target.device)
     out = engine.generate(ids, cfg["sampling"]["max_new_tokens"], gen)
     text = pair.decode(out.new_token_ids)
     return {

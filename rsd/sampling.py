@@ -59,11 +59,16 @@ def prompt_generator(seed: int, prompt_id: str, device: torch.device | str = "cp
     return gen
 
 
-def uniform(gen: torch.Generator, n: int = 1, device: torch.device | str = "cpu") -> torch.Tensor:
-    """n draws from U(0, 1] (never 0, so 'accept iff u * b <= a' can never accept a zero-probability token)."""
-    return 1.0 - torch.rand(n, generator=gen, device=device, dtype=torch.float64)
+def uniform(gen: torch.Generator, n: int = 1) -> torch.Tensor:
+    """n draws from U(0, 1] on the generator's device (never 0: 'accept iff u * b <= a' skips zero-mass tokens)."""
+    return 1.0 - torch.rand(n, generator=gen, device=gen.device, dtype=torch.float64)
+
+
+def sample_iid(probs: torch.Tensor, n: int, gen: torch.Generator) -> list[int]:
+    """n i.i.d. tokens from a probability vector, drawn with the generator on its device."""
+    return torch.multinomial(probs.float().to(gen.device), n, replacement=True, generator=gen).tolist()
 
 
 def sample(probs: torch.Tensor, gen: torch.Generator) -> int:
     """One token from a probability vector."""
-    return int(torch.multinomial(probs, 1, generator=gen).item())
+    return sample_iid(probs, 1, gen)[0]

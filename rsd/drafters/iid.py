@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from rsd.budgets import Budget, factor_pairs
 from rsd.drafters.base import Drafter
+from rsd.sampling import sample_iid
 from rsd.tree import DraftTree
 
 if TYPE_CHECKING:
@@ -50,8 +49,7 @@ class IIDTrie(Drafter):
             nodes = list(dict.fromkeys(at))
             for v, p in zip(nodes, ctx.probs(tree, nodes)):
                 seqs = [s for s in range(self.k) if at[s] == v]
-                draws = torch.multinomial(p, len(seqs), replacement=True, generator=ctx.gen).tolist()
-                for s, token in zip(seqs, draws):
+                for s, token in zip(seqs, sample_iid(p, len(seqs), ctx.gen)):
                     at[s] = tree.add_candidate(v, token, reuse=True)
 
 
