@@ -81,3 +81,15 @@ def test_ar_uses_no_draft_model():
     target, _ = tiny_pair("opt", 64)
     out = Engine(CausalLM(target), None, AR(), SamplingParams(1.0), [], 64).generate([5], 9, prompt_generator(0, "a"))
     assert out.target_calls == 9 and out.draft_calls == 0 and out.accepted_lengths == [0] * 9
+
+
+def test_tiny_weights_do_not_depend_on_the_default_dtype():
+    """A run's tokens must not depend on global torch state a caller (or another test) left behind."""
+    reference = tiny_pair("llama", 64, seed=5)[0]
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        other = tiny_pair("llama", 64, seed=5)[0]
+    finally:
+        torch.set_default_dtype(previous)
+    assert all(torch.equal(a, b) for a, b in zip(reference.parameters(), other.parameters()))

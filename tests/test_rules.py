@@ -10,7 +10,6 @@ from rsd.certify import random_laws
 from rsd.oracles import candidate_draws, node_output_law
 from rsd.rules import kseq_rho, kseq_rule, onehot_rule, residual, rsd_rule, sd_rule, specinfer_rule
 
-torch.set_default_dtype(torch.float64)
 
 
 CASES = [(vocab, m, seed) for vocab in (2, 5, 8) for m in (1, 2, 3, 4) for seed in range(3) if vocab ** m <= 1024]
@@ -54,7 +53,7 @@ def test_rules_exact_with_truncated_draft_support(rule, scheme, m):
 def test_rules_exact_for_one_hot_laws(rule, scheme, m):
     """Greedy decoding: one-hot q and p, equal or different."""
     for qi, pi in itertools.product(range(3), repeat=2):
-        q, p = torch.zeros(4), torch.zeros(4)
+        q, p = torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
         q[qi], p[pi] = 1, 1
         assert torch.allclose(node_output_law(rule, q, p, m, scheme), q, atol=1e-12, rtol=0)
 
@@ -62,10 +61,10 @@ def test_rules_exact_for_one_hot_laws(rule, scheme, m):
 def test_onehot_rule_is_exact_for_deterministic_distinct_candidates():
     q, _ = random_laws(6, 3)
     for cands in itertools.permutations(range(6), 3):
-        p = torch.zeros(6)
+        p = torch.zeros(6, dtype=torch.float64)
         p[cands[0]] = 1.0  # the drafter's choice is deterministic: its law is a point mass on the tuple
         node = onehot_rule(q, p, torch.tensor(cands))
-        law, reach = torch.zeros(6), 1.0
+        law, reach = torch.zeros(6, dtype=torch.float64), 1.0
         for c, a in zip(cands, node.accept_probs().tolist()):
             law[c] += reach * a
             reach *= 1 - a
@@ -91,7 +90,7 @@ def test_pitfalls_fail_the_oracle(pitfall):
     for vocab, m, seed in [(5, 2, 0), (5, 3, 1), (8, 2, 2), (8, 3, 3)]:
         q, p = random_laws(vocab, seed)
         law = node_output_law(pitfall, q, p, m, "without_replacement")
-        assert torch.allclose(law.sum(), torch.tensor(1.0), atol=1e-12)  # still a distribution...
+        assert torch.allclose(law.sum(), torch.tensor(1.0, dtype=torch.float64), atol=1e-12)  # still a distribution...
         failures += not torch.allclose(law, q, atol=1e-12, rtol=0)  # ...but not q
     assert failures == 4
 

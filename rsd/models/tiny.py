@@ -24,9 +24,13 @@ def tiny_model(arch: str, vocab_size: int, hidden_size: int, num_layers: int, se
     else:
         raise ValueError(f"unknown tiny architecture {arch!r}; use 'llama' or 'opt'")
     config._attn_implementation = attn_implementation
-    torch.manual_seed(seed)
-    model = cls(config).float().eval()
-    return model
+    default_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)  # the weights must not depend on the caller's default dtype
+    try:
+        torch.manual_seed(seed)
+        return cls(config).eval()
+    finally:
+        torch.set_default_dtype(default_dtype)
 
 
 def tiny_pair(arch: str, vocab_size: int = 64, seed: int = 0, init_std: float = 0.02,
