@@ -10,8 +10,6 @@ from rsd.certify import random_laws
 from rsd.oracles import candidate_draws, node_output_law
 from rsd.rules import kseq_rho, kseq_rule, onehot_rule, residual, rsd_rule, sd_rule, specinfer_rule
 
-
-
 CASES = [(vocab, m, seed) for vocab in (2, 5, 8) for m in (1, 2, 3, 4) for seed in range(3) if vocab ** m <= 1024]
 CASES.append((8, 4, 0))  # the largest case (4096 ordered draws), once
 
