@@ -1,15 +1,15 @@
 """Run a resolved config: plan the runs (validated before any model loads), decode every prompt, write results.
 
 One config can expand into several runs (one per tree shape meeting the budget). Each run lives in a directory
-derived from its resolved config; `records.jsonl` gets one fsync'd line per prompt, `summary.json` is written by
-atomic rename and marks the run complete, so a re-run skips finished runs and resumes unfinished ones.
+derived from its identity: the resolved config, a hash of the examples it decodes and a fingerprint of the model
+files (rsd.store). `records.jsonl` gets one fsync'd line per prompt; `summary.json`, written by atomic rename with a
+checksum of the records, marks the run complete. A rerun skips complete runs (without loading any model when the
+whole job is complete), repairs corrupt files and resumes unfinished runs; a run another process holds is left to it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import json
 import os
 import platform
 import subprocess
@@ -31,8 +31,30 @@ from rsd.engine import Engine
 from rsd.errors import ConfigError
 from rsd.logger import make_logger
 from rsd.metrics import corpus_score, summarize_records, task_score
-from rsd.models.pairs import ModelPair, load_pair
+from rsd.models.pairs import (
+    ModelPair,
+    encode_prompt,
+    load_pair,
+    load_pair_tokenizer,
+    pair_context_length,
+    text_token_ids,
+)
 from rsd.sampling import SamplingParams, prompt_generator
+from rsd.store import (
+    RunLock,
+    append_record,
+    complete_summary,
+    examples_digest,
+    file_sha256,
+    identity_digest,
+    join_inside,
+    model_fingerprint,
+    read_records,
+    scan_records,
+    warn,
+    write_json_atomic,
+    write_records_atomic,
+)
 
 # Keys that do not change what a run computes: excluded from the run identity (and so from its directory name).
 NON_IDENTITY_KEYS = ("out_dir", "logger", "hydra", "report")
@@ -73,8 +95,15 @@ def to_dict(cfg: DictConfig | Mapping) -> dict:
     return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
 
 
-def run_identity(cfg: Mapping[str, Any], method: str, shape: dict, uses_draft: bool) -> dict:
-    """The part of a resolved config that determines a run's results, with the concrete shape filled in.
+def run_inputs(cfg: Mapping[str, Any], examples: list[Example]) -> dict:
+    """What a run reads besides its config: the hash of its examples and the fingerprint of its model files."""
+    return {"examples_sha256": examples_digest(examples), "model_files": model_fingerprint(cfg["model_pair"])}
+
+
+def run_identity(cfg: Mapping[str, Any], method: str, shape: dict, uses_draft: bool,
+                 inputs: Mapping[str, Any] | None = None) -> dict:
+    """The part of a resolved config that determines a run's results, with the concrete shape and `inputs`
+    (`run_inputs`) filled in.
 
     A method without a draft (AR) does not depend on the budget, so one AR run serves every budget of a sweep.
     """
@@ -82,21 +111,35 @@ def run_identity(cfg: Mapping[str, Any], method: str, shape: dict, uses_draft: b
     ident["drafter"] = {"name": method, "_target_": cfg["drafter"]["_target_"], "shape": shape}
     if not uses_draft:
         ident["budget"] = None
+    if inputs is not None:
+        ident["inputs"] = dict(inputs)
     return ident
 
 
+def _g(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) else str(value)
+
+
 def run_dir_for(out_dir: Path, identity: Mapping[str, Any], budget: Budget | None) -> Path:
-    """A stable, readable directory: pair/dataset/sampling/budget/method-shape-seed-hash."""
-    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    """A stable, readable directory below `out_dir`: pair/dataset/sampling/budget/method-shape-seed-hash.
+
+    Every component is sanitised (rsd.store.safe_component), so no config value can lead outside `out_dir`.
+    """
     s = identity["sampling"]
-    sampling = f"T{s['temperature']:g}-k{s['top_k']}-p{s['top_p']:g}-n{s['max_new_tokens']}"
-    leaf = f"{identity['drafter']['name']}-{shape_tag(identity['drafter']['shape'])}-s{identity['seed']}-{digest}"
+    sampling = f"T{_g(s['temperature'])}-k{s['top_k']}-p{_g(s['top_p'])}-n{s['max_new_tokens']}"
+    leaf = (f"{identity['drafter']['name']}-{shape_tag(identity['drafter']['shape'])}-s{identity['seed']}-"
+            f"{identity_digest(identity)}")
     budget_tag = budget.tag if budget is not None else "no-draft"
-    return out_dir / identity["model_pair"]["name"] / identity["dataset"]["name"] / sampling / budget_tag / leaf
+    return join_inside(Path(out_dir), [identity["model_pair"]["name"], identity["dataset"]["name"], sampling,
+                                       budget_tag, leaf])
 
 
-def plan_runs(cfg: DictConfig | Mapping) -> list[RunPlan]:
-    """Every run a config asks for; raises ConfigError (unknown drafter, infeasible budget...) before loading models."""
+def plan_runs(cfg: DictConfig | Mapping, inputs: Mapping[str, Any] | None = None) -> list[RunPlan]:
+    """Every run a config asks for; raises ConfigError (unknown drafter, infeasible budget...) before loading models.
+
+    `inputs` (`run_inputs`: examples hash, model fingerprint) completes each run's identity and so its directory;
+    without it the plans serve validation only (their directories leave out what the run reads).
+    """
     conf = to_dict(cfg)
     drafter_cfg = dict(conf["drafter"])
     if "_target_" not in drafter_cfg or "name" not in drafter_cfg:
@@ -114,49 +157,10 @@ def plan_runs(cfg: DictConfig | Mapping) -> list[RunPlan]:
             uses_draft = cls(**shape).draft_length > 0
         except (TypeError, ValueError) as err:
             raise ConfigError(f"drafter {method!r} rejects shape {shape}: {err}") from None
-        ident = run_identity(conf, method, shape, uses_draft)
+        ident = run_identity(conf, method, shape, uses_draft, inputs)
         plans.append(RunPlan(method, cls, shape, ident,
                              run_dir_for(Path(conf["out_dir"]), ident, budget if uses_draft else None)))
     return plans
-
-
-def read_records(path: Path) -> list[dict]:
-    """Complete records of a run; a torn last line (a crash mid-write) is cut off the file."""
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    good_end, records = 0, []
-    for line in data.splitlines(keepends=True):
-        if not line.endswith(b"\n"):
-            break
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
-        good_end += len(line)
-    if good_end < len(data):
-        with path.open("r+b") as f:
-            f.truncate(good_end)
-    return records
-
-
-def append_record(path: Path, record: Mapping[str, Any]) -> None:
-    """Append one JSON line and make it durable before the next prompt starts."""
-    with path.open("a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write via a temporary file and rename, so readers see the old file or the whole new one."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2, default=str)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def environment() -> dict:
@@ -176,19 +180,52 @@ def environment() -> dict:
     }
 
 
-def check_context(pair: ModelPair, prompts: list[tuple[Example, list[int]]], max_new: int, tree: int) -> None:
-    """Every prompt plus max_new_tokens plus one tree must fit both models' context."""
-    limits = [m.context_length for m in (pair.target, pair.draft) if m is not None and m.context_length]
-    if not limits:
+def prepare_prompts(examples: list[Example], tokenizer: Any, chat: bool, max_prompt_tokens: int | None
+                    ) -> tuple[list[tuple[Example, list[int]]], dict[str, int]]:
+    """Token ids of every prompt, and {prompt id: tokens before truncation} for the prompts that were cut.
+
+    With `dataset.max_prompt_tokens` set, a longer prompt keeps the START of its text: the text (before any chat
+    template) is cut to as many of its first tokens as let the templated prompt fit in max_prompt_tokens, so the
+    instruction that opens a prompt and the chat template's generation prompt stay whole (what a model sees when
+    a long article is cut short). A limit too small for the template itself is a ConfigError.
+    """
+    if max_prompt_tokens is not None and (isinstance(max_prompt_tokens, bool) or not isinstance(max_prompt_tokens, int)
+                                          or max_prompt_tokens < 1):
+        raise ConfigError(f"dataset.max_prompt_tokens must be a positive integer or null (no limit), got "
+                          f"{max_prompt_tokens!r}")
+    prompts, cut = [], {}
+    for ex in examples:
+        ids = encode_prompt(tokenizer, chat, ex.prompt)
+        if max_prompt_tokens is not None and len(ids) > max_prompt_tokens:
+            text_ids = text_token_ids(tokenizer, ex.prompt)
+            keep = len(text_ids) - (len(ids) - max_prompt_tokens)
+            while keep > 0:  # detokenising and re-encoding may shift a few tokens: cut until it fits
+                short = encode_prompt(tokenizer, chat, tokenizer.decode(text_ids[:keep]))
+                if len(short) <= max_prompt_tokens:
+                    break
+                keep -= len(short) - max_prompt_tokens
+            if keep <= 0:
+                raise ConfigError(f"dataset.max_prompt_tokens={max_prompt_tokens} leaves no room for the text of "
+                                  f"prompt {ex.id!r} (its template alone takes {len(ids) - len(text_ids)} tokens); "
+                                  "raise dataset.max_prompt_tokens")
+            cut[ex.id] = len(ids)
+            ids = short
+        prompts.append((ex, ids))
+    return prompts, cut
+
+
+def check_context(prompts: list[tuple[Example, list[int]]], max_new: int, tree: int, limit: int | None) -> None:
+    """Every prompt plus max_new_tokens plus one tree must fit the models' context `limit` (None: unknown)."""
+    if not limit:
         return
-    limit = min(limits)
     for ex, ids in prompts:
         need = len(ids) + max_new + tree + 1
         if need > limit:
             raise PromptTooLongError(
                 f"prompt {ex.id!r} has {len(ids)} tokens; with sampling.max_new_tokens={max_new} and a tree of "
                 f"{tree} drafted tokens it needs {need} positions, but the context is {limit}. Lower "
-                "sampling.max_new_tokens, shorten or drop the prompt, or choose a smaller budget.")
+                "sampling.max_new_tokens, set dataset.max_prompt_tokens, shorten or drop the prompt, or choose a "
+                "smaller budget.")
 
 
 def decode_prompt(engine: Engine, pair: ModelPair, ex: Example, ids: list[int], cfg: Mapping, task: str | None,
@@ -207,13 +244,29 @@ def decode_prompt(engine: Engine, pair: ModelPair, ex: Example, ids: list[int], 
     }
 
 
-def execute(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[int]]], cfg: Mapping) -> dict:
-    """Run (or resume, or skip) one planned run; returns its summary."""
-    summary_path = plan.run_dir / "summary.json"
-    if summary_path.exists():
-        print(f"[rsd] done already, skipping: {plan.run_dir}")
-        return json.loads(summary_path.read_text())
+def execute(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[int]]], cfg: Mapping,
+            truncated: Mapping[str, int] | None = None) -> dict | None:
+    """Run (or resume, repair or skip) one planned run; returns its summary, or None if another process owns it.
+
+    `truncated` maps the ids of prompts cut by dataset.max_prompt_tokens to their length before the cut.
+    """
     plan.run_dir.mkdir(parents=True, exist_ok=True)
+    with RunLock(plan.run_dir) as lock:
+        if not lock.held:
+            print(f"[rsd] another process is running {plan.run_dir} (it holds {lock.path}); leaving it to that "
+                  "process and moving on to this job's next run", flush=True)
+            return None
+        return _execute_owned(plan, pair, prompts, cfg, truncated or {})
+
+
+def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[int]]], cfg: Mapping,
+                   truncated: Mapping[str, int]) -> dict:
+    """`execute` for the process holding the run's lock."""
+    prompt_ids = [ex.id for ex, _ in prompts]
+    done_summary = complete_summary(plan.run_dir, prompt_ids)
+    if done_summary is not None:
+        print(f"[rsd] done already, skipping: {plan.run_dir}", flush=True)
+        return done_summary
     drafter = plan.make_drafter()
     params = SamplingParams(cfg["sampling"]["temperature"], cfg["sampling"]["top_k"], cfg["sampling"]["top_p"])
     engine = Engine(pair.target, pair.draft if drafter.draft_length else None, drafter, params, pair.eos_token_ids,
@@ -222,23 +275,39 @@ def execute(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[in
         "config": plan.identity, "method": plan.method, "shape": plan.shape, "seed": cfg["seed"],
         "target_params": pair.target_params, "draft_params": pair.draft_params, "environment": environment()})
     records_path = plan.run_dir / "records.jsonl"
-    records = read_records(records_path)
+    records, problems = scan_records(records_path, prompt_ids)
+    for problem in problems:
+        warn(problem)
+    if problems:
+        write_records_atomic(records_path, records)
+        print(f"[rsd] rewrote {records_path} with its {len(records)} valid records", flush=True)
     done = {r["prompt_id"] for r in records}
     task = cfg["dataset"].get("task")
     logger = make_logger(cfg.get("logger") or {}, plan)
     todo = [(ex, ids) for ex, ids in prompts if ex.id not in done]
     if done:
-        print(f"[rsd] resuming {plan.run_dir}: {len(done)} of {len(prompts)} prompts already recorded")
-    bar = tqdm(todo, desc=f"{plan.method} {shape_tag(plan.shape)}", unit="prompt", leave=False,
-               disable=not sys.stderr.isatty() and not os.environ.get("RSD_PROGRESS"))
+        print(f"[rsd] resuming {plan.run_dir}: {len(done)} of {len(prompts)} prompts already recorded", flush=True)
+    tag = f"{plan.method} {shape_tag(plan.shape)}"
+    use_bar = sys.stderr.isatty() or bool(os.environ.get("RSD_PROGRESS"))
+    bar = tqdm(todo, desc=tag, unit="prompt", leave=False, disable=not use_bar)
     for ex, ids in bar:
         record = decode_prompt(engine, pair, ex, ids, cfg, task, drafter.draft_length)
+        if ex.id in truncated:
+            record["prompt_tokens_before_truncation"] = truncated[ex.id]
         append_record(records_path, record)
         records.append(record)
         logger.log_prompt(len(records) - 1, record)
-        bar.set_postfix(be=f"{record['block_efficiency']:.2f}")
+        running = sum(r["new_tokens"] for r in records) / sum(r["target_calls"] for r in records)
+        if use_bar:
+            bar.set_postfix(be=f"{running:.2f}")
+        else:  # logs (SLURM, pipes): one plain line per prompt
+            print(f"[rsd] {tag} seed {cfg['seed']}: prompt {ex.id} ({len(records)}/{len(prompts)}) "
+                  f"{record['new_tokens']} tokens, block efficiency {record['block_efficiency']:.2f}, "
+                  f"running {running:.2f}", file=sys.stderr, flush=True)
     by_id = {r["prompt_id"]: r for r in records}
-    ordered = [by_id[ex.id] for ex, _ in prompts]
+    ordered = [by_id[pid] for pid in prompt_ids]
+    if [r["prompt_id"] for r in records] != prompt_ids:  # a repaired file resumed out of order: store in plan order
+        write_records_atomic(records_path, ordered)
     summary = {
         "complete": True, "method": plan.method, "shape": plan.shape, "shape_tag": shape_tag(plan.shape),
         "draft_length": drafter.draft_length, "tree_size": drafter.max_tree_size,
@@ -250,34 +319,53 @@ def execute(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[in
         **summarize_records(ordered, pair.draft_params, pair.target_params),
         "accuracy": corpus_score(task, [r["text"] for r in ordered], [ex.reference for ex, _ in prompts]),
         "run_dir": str(plan.run_dir), "config": plan.identity,
+        "prompt_ids": prompt_ids, "records_sha256": file_sha256(records_path),
     }
-    write_json_atomic(summary_path, summary)
+    write_json_atomic(plan.run_dir / "summary.json", summary)
     logger.log_summary(summary)
     logger.close()
     return summary
 
 
 def run(cfg: DictConfig | Mapping) -> list[dict]:
-    """Plan, validate (before any model loads), then execute every run of `cfg`; returns their summaries."""
+    """Plan, validate (before any model loads), then execute every run of `cfg`; returns the summaries of its runs
+    (less any another process holds). When every run is already complete, no model or tokenizer is loaded."""
     conf = to_dict(cfg)
-    plans = plan_runs(conf)
+    plan_runs(conf)  # a bad config fails here, before the dataset is read
     examples = load_examples(conf["dataset"])
+    inputs = run_inputs(conf, examples)
+    plans = plan_runs(conf, inputs)
+    prompt_ids = [ex.id for ex in examples]
+    finished = [complete_summary(p.run_dir, prompt_ids, quiet=True) for p in plans]
+    print(f"[rsd] this job plans {len(plans)} run(s); {sum(s is not None for s in finished)} already complete",
+          flush=True)
+    if all(s is not None for s in finished):
+        for plan in plans:
+            print(f"[rsd] done already, skipping: {plan.run_dir}", flush=True)
+        return finished
     if conf.get("num_threads"):
         torch.set_num_threads(conf["num_threads"])
     need_draft = any(p.make_drafter().draft_length > 0 for p in plans)
-    pair = load_pair(conf["model_pair"], need_draft=need_draft)
-    prompts = [(ex, pair.encode_prompt(ex.prompt)) for ex in examples]
-    check_context(pair, prompts, conf["sampling"]["max_new_tokens"],
-                  max(p.make_drafter().max_tree_size for p in plans))
+    pair_cfg = conf["model_pair"]
+    # Prompt lengths need only the tokenizer and the model configs: checked before any weights load.
+    prompts, truncated = prepare_prompts(examples, load_pair_tokenizer(pair_cfg), bool(pair_cfg.get("chat")),
+                                         conf["dataset"].get("max_prompt_tokens"))
+    check_context(prompts, conf["sampling"]["max_new_tokens"], max(p.make_drafter().max_tree_size for p in plans),
+                  pair_context_length(pair_cfg, need_draft))
+    pair = load_pair(pair_cfg, need_draft=need_draft)
+    if run_inputs(conf, examples) != inputs:  # loading fetched a hub model: its revision now names the runs
+        plans = plan_runs(conf, run_inputs(conf, examples))
     summaries = []
     for plan in plans:
         try:
-            summaries.append(execute(plan, pair, prompts, conf))
+            summary = execute(plan, pair, prompts, conf, truncated)
         except Exception:
             plan.run_dir.mkdir(parents=True, exist_ok=True)
             write_json_atomic(plan.run_dir / "error.json", {"config": plan.identity, "traceback":
                                                              traceback.format_exc()})
             raise
+        if summary is not None:
+            summaries.append(summary)
     return summaries
 
 
@@ -292,4 +380,5 @@ def format_table(summaries: list[Mapping]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["RunPlan", "execute", "format_table", "plan_runs", "read_records", "run"]
+__all__ = ["RunPlan", "append_record", "execute", "format_table", "plan_runs", "read_records", "run", "run_dir_for",
+           "run_identity", "run_inputs", "write_json_atomic"]

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+import rsd.runner
 from helpers import ROOT, compose_cfg
 from rsd.budgets import InfeasibleBudgetError
 from rsd.data import DatasetError
@@ -69,9 +70,14 @@ def test_bad_sampling_values_are_config_errors():
         plan_runs(compose_cfg("sampling.top_p=0"))
 
 
-def test_prompt_longer_than_context(tmp_path):
+def test_prompt_longer_than_context_fails_before_weights_load(tmp_path, monkeypatch):
     path = tmp_path / "long.jsonl"
     path.write_text(json.dumps({"id": "long", "prompt": "x" * 2100}) + "\n")
+
+    def no_weights(*_a, **_k):
+        raise AssertionError("weights loaded before the context check")
+
+    monkeypatch.setattr(rsd.runner, "load_pair", no_weights)
     with pytest.raises(PromptTooLongError, match="prompt 'long' has 2101 tokens"):
         tiny_run(tmp_path, "dataset=local", f"dataset.path={path}")
     assert not any(tmp_path.rglob("records.jsonl"))

@@ -12,7 +12,7 @@ import torch
 from rsd.errors import ConfigError
 from rsd.models.adapter import CausalLM
 from rsd.models.embedded import ModelUnavailableError, embedded_draft_dir, embedded_target_dir
-from rsd.models.tiny import tiny_pair
+from rsd.models.tiny import CONTEXT_LENGTH, tiny_pair
 
 EMBEDDED = {"smollm2-135m-instruct": embedded_target_dir, "smollm2-draft": embedded_draft_dir}
 
@@ -58,16 +58,27 @@ class ModelPair:
 
     def encode_prompt(self, text: str) -> list[int]:
         """Token ids of a prompt; chat models get their chat template with the generation prompt."""
-        if isinstance(self.tokenizer, ByteTokenizer):
-            return self.tokenizer.encode(text)
-        if self.chat:
-            return list(self.tokenizer.apply_chat_template([{"role": "user", "content": text}],
-                                                           add_generation_prompt=True, tokenize=True,
-                                                           return_dict=True)["input_ids"])
-        return list(self.tokenizer(text)["input_ids"])
+        return encode_prompt(self.tokenizer, self.chat, text)
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def encode_prompt(tokenizer: Any, chat: bool, text: str) -> list[int]:
+    """Token ids of a prompt; chat models get their chat template with the generation prompt."""
+    if isinstance(tokenizer, ByteTokenizer):
+        return tokenizer.encode(text)
+    if chat:
+        return list(tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                                  tokenize=True, return_dict=True)["input_ids"])
+    return list(tokenizer(text)["input_ids"])
+
+
+def text_token_ids(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of `text` alone: no special tokens, no chat template (what prompt truncation cuts)."""
+    if isinstance(tokenizer, ByteTokenizer):
+        return list(text.encode("utf-8"))
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 _CACHE: dict[tuple, Any] = {}
@@ -197,3 +208,26 @@ def load_pair(cfg: Mapping[str, Any], need_draft: bool = True) -> ModelPair:
     return ModelPair(cfg["name"], CausalLM(target_model), CausalLM(draft_model) if draft_model is not None else None,
                      tok, bool(cfg.get("chat", False)), eos_ids(tok, target_model), vocab)
 
+
+
+def load_pair_tokenizer(cfg: Mapping[str, Any]) -> Any:
+    """The tokenizer `load_pair` would give this `model_pair` config, without loading any weights."""
+    if str(cfg["target"]).startswith("tiny:"):
+        return ByteTokenizer()
+    return _load_tokenizer(cfg.get("tokenizer") or cfg["target"])
+
+
+def pair_context_length(cfg: Mapping[str, Any], need_draft: bool = True) -> int | None:
+    """The smallest context (max_position_embeddings) of the pair's models, read from their configs alone."""
+    if str(cfg["target"]).startswith("tiny:"):
+        return CONTEXT_LENGTH
+    from transformers import AutoConfig
+
+    limits = []
+    for spec in [cfg["target"]] + ([cfg["draft"]] if need_draft and cfg.get("draft") else []):
+        try:
+            config = AutoConfig.from_pretrained(resolve_path(spec))
+        except OSError as err:
+            raise unavailable("model config", spec, err) from None
+        limits.append(int(getattr(config, "max_position_embeddings", 0) or 0))
+    return min((n for n in limits if n), default=None)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, OPTConfig, OPTForCausalLM, PreTrainedModel
 
+CONTEXT_LENGTH = 2048  # max_position_embeddings of every tiny model
+
 
 def tiny_model(arch: str, vocab_size: int, hidden_size: int, num_layers: int, seed: int,
                init_std: float = 0.02, attn_implementation: str = "sdpa") -> PreTrainedModel:
     """A deterministic random-weight causal LM; a large `init_std` makes its next-token laws peaked."""
     common = dict(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
-                  num_attention_heads=2, max_position_embeddings=2048, init_std=init_std)
+                  num_attention_heads=2, max_position_embeddings=CONTEXT_LENGTH, init_std=init_std)
     if arch == "llama":
         config = LlamaConfig(intermediate_size=2 * hidden_size, num_key_value_heads=1, tie_word_embeddings=False,
                              initializer_range=init_std, bos_token_id=0, eos_token_id=1, pad_token_id=1,
