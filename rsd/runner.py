@@ -40,6 +40,7 @@ from rsd.models.pairs import (
     text_token_ids,
 )
 from rsd.sampling import SamplingParams, prompt_generator
+from rsd.selection import rank_shapes, selection_config, split_tuning
 from rsd.store import (
     RunLock,
     append_record,
@@ -245,10 +246,11 @@ def decode_prompt(engine: Engine, pair: ModelPair, ex: Example, ids: list[int], 
 
 
 def execute(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[int]]], cfg: Mapping,
-            truncated: Mapping[str, int] | None = None) -> dict | None:
+            truncated: Mapping[str, int] | None = None, extra: Mapping[str, Any] | None = None) -> dict | None:
     """Run (or resume, repair or skip) one planned run; returns its summary, or None if another process owns it.
 
-    `truncated` maps the ids of prompts cut by dataset.max_prompt_tokens to their length before the cut.
+    `truncated` maps the ids of prompts cut by dataset.max_prompt_tokens to their length before the cut; `extra`
+    is added to the summary (how the run's shape was selected).
     """
     plan.run_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(plan.run_dir) as lock:
@@ -256,11 +258,11 @@ def execute(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[in
             print(f"[rsd] another process is running {plan.run_dir} (it holds {lock.path}); leaving it to that "
                   "process and moving on to this job's next run", flush=True)
             return None
-        return _execute_owned(plan, pair, prompts, cfg, truncated or {})
+        return _execute_owned(plan, pair, prompts, cfg, truncated or {}, extra or {})
 
 
 def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[int]]], cfg: Mapping,
-                   truncated: Mapping[str, int]) -> dict:
+                   truncated: Mapping[str, int], extra: Mapping[str, Any]) -> dict:
     """`execute` for the process holding the run's lock."""
     prompt_ids = [ex.id for ex, _ in prompts]
     done_summary = complete_summary(plan.run_dir, prompt_ids)
@@ -319,7 +321,7 @@ def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, 
         **summarize_records(ordered, pair.draft_params, pair.target_params),
         "accuracy": corpus_score(task, [r["text"] for r in ordered], [ex.reference for ex, _ in prompts]),
         "run_dir": str(plan.run_dir), "config": plan.identity,
-        "prompt_ids": prompt_ids, "records_sha256": file_sha256(records_path),
+        "prompt_ids": prompt_ids, "records_sha256": file_sha256(records_path), **extra,
     }
     write_json_atomic(plan.run_dir / "summary.json", summary)
     logger.log_summary(summary)
@@ -329,18 +331,31 @@ def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, 
 
 def run(cfg: DictConfig | Mapping) -> list[dict]:
     """Plan, validate (before any model loads), then execute every run of `cfg`; returns the summaries of its runs
-    (less any another process holds). When every run is already complete, no model or tokenizer is loaded."""
+    (less any another process holds). When every run is already complete, no model or tokenizer is loaded.
+
+    With `budget.select` at a fixed target compute, every shape first runs on the tuning prompts and only the best
+    shape(s) run on the evaluation prompts (rsd.selection).
+    """
     conf = to_dict(cfg)
-    plan_runs(conf)  # a bad config fails here, before the dataset is read
-    examples = load_examples(conf["dataset"])
+    plans = plan_runs(conf)  # a bad config fails here, before the dataset is read
+    select = selection_config(conf["budget"]) if conf["budget"]["kind"] == "fixed_compute" else None
+    if select is not None and len(plans) > 1:
+        examples, tuning = split_tuning(load_examples({**conf["dataset"], "num_prompts": None}),
+                                        conf["dataset"].get("num_prompts"), select["prompts"])
+        tune_plans = plan_runs({**conf, "out_dir": str(Path(conf["out_dir"]) / "tuning")}, run_inputs(conf, tuning))
+    else:
+        examples, tuning, tune_plans = load_examples(conf["dataset"]), [], []
     inputs = run_inputs(conf, examples)
     plans = plan_runs(conf, inputs)
-    prompt_ids = [ex.id for ex in examples]
+    prompt_ids, tuning_ids = [ex.id for ex in examples], [ex.id for ex in tuning]
+    tuned = [complete_summary(p.run_dir, tuning_ids, quiet=True) for p in tune_plans]
+    if tune_plans and all(s is not None for s in tuned):
+        plans, extra = _selected(plans, tuned, select["top"], tuning_ids)
     finished = [complete_summary(p.run_dir, prompt_ids, quiet=True) for p in plans]
-    print(f"[rsd] this job plans {len(plans)} run(s); {sum(s is not None for s in finished)} already complete",
-          flush=True)
-    if all(s is not None for s in finished):
-        for plan in plans:
+    print(f"[rsd] this job plans {len(tune_plans)} tuning run(s) and {len(plans)} run(s) on the evaluation prompts; "
+          f"{sum(s is not None for s in tuned + finished)} already complete", flush=True)
+    if all(s is not None for s in tuned + finished):
+        for plan in tune_plans + plans:
             print(f"[rsd] done already, skipping: {plan.run_dir}", flush=True)
         return finished
     if conf.get("num_threads"):
@@ -348,25 +363,50 @@ def run(cfg: DictConfig | Mapping) -> list[dict]:
     need_draft = any(p.make_drafter().draft_length > 0 for p in plans)
     pair_cfg = conf["model_pair"]
     # Prompt lengths need only the tokenizer and the model configs: checked before any weights load.
-    prompts, truncated = prepare_prompts(examples, load_pair_tokenizer(pair_cfg), bool(pair_cfg.get("chat")),
-                                         conf["dataset"].get("max_prompt_tokens"))
+    prompts, truncated = prepare_prompts(examples + tuning, load_pair_tokenizer(pair_cfg),
+                                         bool(pair_cfg.get("chat")), conf["dataset"].get("max_prompt_tokens"))
     check_context(prompts, conf["sampling"]["max_new_tokens"], max(p.make_drafter().max_tree_size for p in plans),
                   pair_context_length(pair_cfg, need_draft))
+    prompts, tune_prompts = prompts[: len(examples)], prompts[len(examples):]
     pair = load_pair(pair_cfg, need_draft=need_draft)
     if run_inputs(conf, examples) != inputs:  # loading fetched a hub model: its revision now names the runs
-        plans = plan_runs(conf, run_inputs(conf, examples))
-    summaries = []
-    for plan in plans:
-        try:
-            summary = execute(plan, pair, prompts, conf, truncated)
-        except Exception:
-            plan.run_dir.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(plan.run_dir / "error.json", {"config": plan.identity, "traceback":
-                                                             traceback.format_exc()})
-            raise
-        if summary is not None:
-            summaries.append(summary)
-    return summaries
+        return run(conf)
+    if tune_plans:
+        tuned = [_execute_or_record(p, pair, tune_prompts, conf, truncated, {"selection": {"role": "tune"}})
+                 for p in tune_plans]
+        if any(s is None for s in tuned):
+            print("[rsd] some tuning runs are held by another process: the evaluation runs of this job wait for a "
+                  "rerun once they finish", flush=True)
+            return []
+        plans, extra = _selected(plans, tuned, select["top"], tuning_ids)
+    else:
+        extra = {}
+    summaries = [_execute_or_record(p, pair, prompts, conf, truncated, extra) for p in plans]
+    return [s for s in summaries if s is not None]
+
+
+def _selected(plans: list[RunPlan], tuned: list[dict], top: int, tuning_ids: list[str]
+              ) -> tuple[list[RunPlan], dict]:
+    """The plans of the best `top` shapes by their tuning runs, and the summary entry saying how they were chosen."""
+    ranked = rank_shapes(tuned)
+    keep = {s["shape_tag"] for s in ranked[:top]}
+    extra = {"selection": {
+        "role": "eval", "selected_by": f"expected block efficiency on {len(tuning_ids)} tuning prompts",
+        "tuning_prompts": tuning_ids, "candidates": len(tuned),
+        "ranking": [{"shape_tag": s["shape_tag"], "expected_block_efficiency": s.get("expected_block_efficiency"),
+                     "block_efficiency": s["block_efficiency"]} for s in ranked]}}
+    return [p for p in plans if shape_tag(p.shape) in keep], extra
+
+
+def _execute_or_record(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[int]]], cfg: Mapping,
+                       truncated: Mapping[str, int], extra: Mapping[str, Any]) -> dict | None:
+    """`execute`, leaving an error.json with the traceback in the run directory when it fails."""
+    try:
+        return execute(plan, pair, prompts, cfg, truncated, extra)
+    except Exception:
+        plan.run_dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(plan.run_dir / "error.json", {"config": plan.identity, "traceback": traceback.format_exc()})
+        raise
 
 
 def format_table(summaries: list[Mapping]) -> str:
