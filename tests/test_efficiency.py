@@ -22,6 +22,7 @@ from rsd.sampling import SamplingParams, probs_from_logits, prompt_generator
 VOCAB = 64
 PROMPT = [5, 9, 2, 7, 11]
 L = 4
+T1 = SamplingParams(1.0)
 TREE_DRAFTERS = {
     "sd": lambda: SD(L),
     "specinfer": lambda: SpecInfer(3, L),
@@ -58,13 +59,12 @@ def models(arch: str, init_std: float) -> tuple[torch.nn.Module, torch.nn.Module
 
 
 @cache
-def traced(arch: str, name: str) -> tuple[torch.nn.Module, torch.nn.Module, list]:
-    """Six steps at temperature 1 with mildly peaked laws: trees branch and the independent draft is accepted often
-    enough that accepted paths leave the first-drafted nodes (where compactions by length and by path differ)."""
+def traced(arch: str, name: str, params: SamplingParams = T1) -> tuple[torch.nn.Module, torch.nn.Module, list]:
+    """Six steps with mildly peaked laws: trees branch and the independent draft is accepted often enough that
+    accepted paths leave the first-drafted nodes (where compactions by length and by path differ)."""
     target, draft = models(arch, 0.1)
     drafter = DRAFTERS[name]()
-    engine = Engine(CausalLM(target), CausalLM(draft) if drafter.draft_length else None, drafter, SamplingParams(1.0),
-                    [], VOCAB)
+    engine = Engine(CausalLM(target), CausalLM(draft) if drafter.draft_length else None, drafter, params, [], VOCAB)
     trace, _ = decode_steps(engine, 6, f"{arch}-{name}")
     return target, draft, trace
 
@@ -105,13 +105,14 @@ def test_caches_after_each_step_equal_a_fresh_forward(arch, name):
         assert power > 0
 
 
-@pytest.mark.parametrize("arch", ["llama", "opt"])
+@pytest.mark.parametrize("arch, params", [("llama", T1), ("opt", T1),
+                                          ("llama", SamplingParams(0.7, top_k=20, top_p=0.9))], ids=str)
 @pytest.mark.parametrize("name", sorted(TREE_DRAFTERS))
-def test_recorded_draft_laws_equal_a_fresh_sequential_draft_forward(arch, name):
+def test_recorded_draft_laws_equal_a_fresh_sequential_draft_forward(arch, params, name):
     """tree.draft_probs[v] at every node of every step equals the draft's law after committed + v's ancestors from
-    a plain forward with no cache and no tree mask (so each step starts from a correctly compacted draft cache)."""
-    _, draft, trace = traced(arch, name)
-    params = SamplingParams(1.0)
+    a plain forward with no cache and no tree mask (so each step starts from a correctly compacted draft cache),
+    processed with the run's sampling settings (a law recorded untempered or unfiltered shows at T != 1)."""
+    _, draft, trace = traced(arch, name, params)
     checked = 0
     for i, (before, step, _, _) in enumerate(trace):
         tree = step.tree
