@@ -32,7 +32,14 @@ class SamplingParams:
 
 
 def probs_from_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
-    """Processed next-token distribution [..., V] (float32): one-hot argmax when greedy, else T, top-k, top-p."""
+    """Processed next-token distribution [..., V] (float32): one-hot argmax when greedy, else T, top-k, top-p.
+
+    The same law as transformers' generate() (TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper in that
+    order, then softmax), computed with the same operations. Top-k keeps every token tied with the k-th logit.
+    Top-p keeps the smallest most-likely set whose mass reaches top_p: a token is dropped iff it and all less likely
+    tokens together hold at most 1 - top_p; the most likely token always stays. Among tied logits the lower token
+    id counts as less likely (transformers' ascending stable sort), so it is the one dropped at the boundary.
+    """
     logits = logits.float()
     if params.greedy:
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
@@ -40,15 +47,12 @@ def probs_from_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Ten
     if 0 < params.top_k < logits.shape[-1]:
         kth = logits.topk(params.top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)
     if params.top_p < 1.0:
-        sorted_probs, order = probs.sort(dim=-1, descending=True)
-        # keep the smallest prefix whose mass reaches top_p: a token stays if the mass before it is < top_p
-        drop_sorted = (sorted_probs.cumsum(-1) - sorted_probs) >= params.top_p
-        drop = drop_sorted.scatter(-1, order, drop_sorted)
-        probs = probs.masked_fill(drop, 0.0)
-        probs = probs / probs.sum(-1, keepdim=True)
-    return probs
+        ascending, order = logits.sort(dim=-1, stable=True)
+        drop_sorted = ascending.softmax(-1).cumsum(-1) <= 1 - params.top_p
+        drop_sorted[..., -1] = False
+        logits = logits.masked_fill(drop_sorted.scatter(-1, order, drop_sorted), float("-inf"))
+    return torch.softmax(logits, dim=-1)
 
 
 def prompt_generator(seed: int, prompt_id: str, device: torch.device | str = "cpu") -> torch.Generator:

@@ -2,8 +2,9 @@
 
 import pytest
 
-from rsd.certify import MC_SAMPLING, certify, compose_drafters, main
+from rsd.certify import MC_SAMPLING, certify, compose_drafters, main, monte_carlo_check
 from rsd.drafters import RSDC
+from rsd.sampling import SamplingParams
 
 BUILTIN = ["ar", "sd", "specinfer", "spectr", "rsd_c", "rsd_s"]
 
@@ -30,6 +31,19 @@ def test_builtin_drafters_are_certified(name):
 def test_builtin_drafters_are_certified_with_filters(name):
     """The full certificate, including Monte Carlo with temperature, top-k and top-p (ALGORITHMS §7.3)."""
     check_certificate(name, MC_SAMPLING)
+
+
+@pytest.mark.parametrize("name, params", [
+    ("rsd_c", SamplingParams(0.7, top_k=2, top_p=0.9)),  # top-k 2 < 3 root branches: the root drafts fewer
+    ("spectr", SamplingParams(1.3, top_k=5, top_p=0.8)),
+])
+def test_certified_at_other_temperatures_with_filters(name, params):
+    """Fast default-suite Monte Carlo away from T = 1 (where a missing temperature changes nothing) with top-k and
+    top-p biting: a target law processed with other settings puts samples outside the filtered support. The full
+    2000-sample certificate with filters is the slow test above."""
+    [(_, drafter)] = compose_drafters([f"drafter={name}"])
+    check = monte_carlo_check(drafter, params, samples=200)
+    assert check.passed, check.summary
 
 
 class FixedDraftRSDC(RSDC):
