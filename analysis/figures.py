@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ XLABELS = {"fixed_length": "draft length L (tokens)", "fixed_compute": "target b
 STYLE = {"font.size": 11, "axes.titlesize": 13, "axes.labelsize": 11, "legend.fontsize": 11, "xtick.labelsize": 10,
          "ytick.labelsize": 10, "figure.titlesize": 13, "axes.spines.top": False, "axes.spines.right": False,
          "axes.grid": True, "grid.alpha": 0.3, "lines.linewidth": 1.8, "lines.markersize": 6}
+BAND = " 95% CI"  # legend label suffix of a baseline's band
 DODGE = 0.5  # the methods at one point spread over this fraction of the gap between neighbouring points
 
 
@@ -61,7 +63,7 @@ def panels(best: pd.DataFrame) -> list[tuple[str, str, str]]:
     return [("block_efficiency", "Block efficiency", "tokens per target call"),
             ("mbsu", "MBSU", "memory-bound speed-up (×)"),
             (rate, "Decode token rate" if decode else "Token rate",
-             "decode tokens/s / AR's (×, prefill excluded)" if decode else "token rate / AR token rate (×)"),
+             "decode token rate / AR's (×, prefill excluded)" if decode else "token rate / AR token rate (×)"),
             ("accuracy_ratio", f"Accuracy ({score})", f"{score} / AR's {score} (×)")]
 
 
@@ -77,7 +79,7 @@ def draw_baseline(ax: Axes, row: pd.Series, metric: str, style: Mapping[str, str
     value, ci = row[metric], row.get(f"{metric}_ci", 0.0)
     ax.axhline(value, color=style["color"], linestyle="--", linewidth=1.5, label=label)
     if np.isfinite(value) and ci > 0:
-        ax.axhspan(value - ci, value + ci, color=style["color"], alpha=0.12, linewidth=0, label=f"{label} 95% CI")
+        ax.axhspan(value - ci, value + ci, color=style["color"], alpha=0.12, linewidth=0, label=label + BAND)
 
 
 def draw_method(ax: Axes, rows: pd.DataFrame, metric: str, style: Mapping[str, str], label: str, dx: float) -> None:
@@ -96,13 +98,25 @@ def new_figure(width: float, height: float) -> Figure:
 
 
 def figure_legend(fig: Figure, axes: Iterable[Axes]) -> None:
-    """One legend below the panels, each entry once, in drawing order."""
-    entries: dict[str, Any] = {}
+    """One legend below the panels, each entry once, in drawing order, a band right after its line."""
+    found: dict[str, Any] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
-            entries.setdefault(label, handle)
+            found.setdefault(label, handle)
+    entries: dict[str, Any] = {}
+    for label, handle in found.items():
+        if not label.endswith(BAND):
+            entries[label] = handle
+            if label + BAND in found:
+                entries[label + BAND] = found[label + BAND]
     fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=min(len(entries), 9),
                frameon=False)
+
+
+def suptitle(fig: Figure, *lines: str) -> None:
+    """The figure title, each line wrapped to the figure's width."""
+    chars = int(fig.get_figwidth() * 72 / (0.6 * mpl.rcParams["figure.titlesize"]))
+    fig.suptitle("\n".join(textwrap.fill(line, chars) for line in lines))
 
 
 def set_points(ax: Axes, points: list[float], shift: Mapping[str, float]) -> None:
@@ -135,8 +149,8 @@ def performance_figure(best: pd.DataFrame, kind: str, title: str, styles: Mappin
                         color="0.4")
                 ax.set_yticks([])
         figure_legend(fig, axes)
-        fig.suptitle(f"{title}\n{KINDS[kind][0]}: one shape per method and point (as in the tables); methods offset "
-                     "sideways at each point; error bars and AR band: 95% CI over prompts")
+        suptitle(fig, title, f"{KINDS[kind][0]}: one shape per method and point (as in the tables); methods offset "
+                 "sideways at each point; error bars and AR band: 95% CI over prompts")
     return fig
 
 
@@ -144,19 +158,18 @@ def acceptance_rates(steps: pd.DataFrame, run_dirs: list[str], depth: int) -> tu
     """Fraction of steps whose accepted path reached depth d = 1..depth (pooled over the runs' steps, as the
     summaries report it) and the 95% CI half-width with prompts as clusters (ratio estimator, t with k - 1 df)."""
     rows = steps[steps["run_dir"].isin(run_dirs)]
-    per_prompt = rows.groupby(["run_dir", "prompt_id"])["accepted_length"]
-    n = per_prompt.size().to_numpy(float)
+    depths = np.arange(1, depth + 1)
+    groups = [g.to_numpy() for _, g in rows.groupby(["run_dir", "prompt_id"])["accepted_length"]]
+    if not groups or depth == 0:
+        return np.full(depth, np.nan), np.zeros(depth)
+    n = np.array([len(g) for g in groups], dtype=float)  # steps per prompt
+    hits = np.array([(g[:, None] >= depths[None, :]).sum(axis=0) for g in groups], dtype=float)  # prompts x depths
+    rates = hits.sum(axis=0) / n.sum()
     k = len(n)
-    rates, half = np.full(depth, np.nan), np.zeros(depth)
-    for d in range(1, depth + 1):
-        a = per_prompt.apply(lambda s, d=d: float((s >= d).sum())).to_numpy(float)
-        if n.sum() == 0:
-            continue
-        rates[d - 1] = a.sum() / n.sum()
-        if k > 1:
-            se = math.sqrt(((a - rates[d - 1] * n) ** 2).sum() / (k * (k - 1))) / n.mean()
-            half[d - 1] = se * sps.t.ppf(0.975, k - 1)
-    return rates, half
+    if k < 2:
+        return rates, np.zeros(depth)
+    se = np.sqrt(((hits - rates[None, :] * n[:, None]) ** 2).sum(axis=0) / (k * (k - 1))) / n.mean()
+    return rates, se * sps.t.ppf(0.975, k - 1)
 
 
 def acceptance_figure(best: pd.DataFrame, steps: pd.DataFrame, kind: str, title: str,
@@ -191,8 +204,8 @@ def acceptance_figure(best: pd.DataFrame, steps: pd.DataFrame, kind: str, title:
         for ax in axes[len(points):]:
             ax.set_visible(False)
         figure_legend(fig, axes[:len(points)])
-        fig.suptitle(f"Acceptance by tree depth: {title}\n{KINDS[kind][0]}, one shape per method and point (as in the "
-                     "tables); error bars: 95% CI over prompts")
+        suptitle(fig, f"Acceptance by tree depth: {title}", f"{KINDS[kind][0]}, one shape per method and point (as in "
+                 "the tables); error bars: 95% CI over prompts")
     return fig
 
 

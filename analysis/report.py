@@ -79,7 +79,7 @@ def build_report(inputs: Iterable[Path | str], out: Path | str) -> Report:
     extra = {"greedy": greedy_table(tables.runs, tables.prompts), "selection": selection_table(tables.runs)}
     markdown.update({name: text for name, text in extra.items() if text})
     rankings = []
-    for keys, lines in (ranking_lines(best, pairs) if len(pairs) else {}).items():
+    for keys, lines in ranking_lines(best, pairs).items():
         rankings += [f"{setting_title(dict(zip(SETTING, keys)))}; {KINDS[keys[-1]][0]}:", *(f"  {x}" for x in lines)]
     if len(pairs):
         pairs.to_csv(out / "pairs.csv", index=False)

@@ -210,8 +210,9 @@ def ranking_line(best_at_point: pd.DataFrame, pairs_at_point: pd.DataFrame) -> s
     order = drafted.sort_values(by, ascending=False, kind="stable")["method"].tolist()
     parts = [method_label(order[0])] if order else []
     for hi, lo in zip(order, order[1:]):
-        gap = pairs_at_point[(pairs_at_point["first"] == hi) & (pairs_at_point["second"] == lo)]
-        p = float(gap[f"{by}_p_holm"].max()) if len(gap) else math.nan
+        gap = (pairs_at_point[(pairs_at_point["first"] == hi) & (pairs_at_point["second"] == lo)]
+               if len(pairs_at_point) else pairs_at_point)
+        p = float(gap[f"{by}_p_holm"].max()) if len(gap) else math.nan  # no pair: not compared, so n.s.
         note = fmt_p(p) if np.isfinite(p) and p <= ALPHA else f"n.s., {fmt_p(p)}"
         parts.append(f"{method_label(lo)} ({note})")
     return " > ".join(parts) + f"  [ranked by {'expected' if by.startswith('expected') else 'measured'} BE]"
@@ -224,17 +225,19 @@ def ranking_lines(best: pd.DataFrame, pairs: pd.DataFrame) -> dict[tuple, list[s
     for keys, group in drafted.groupby([*SETTING, "budget"], sort=True):
         out = []
         for x, point in group.groupby("x", sort=True):
-            sel = pairs[(pairs["kind"] == "best shape") & (pairs["budget"] == keys[-1]) & (pairs["x"] == x)] \
-                if len(pairs) else pairs
-            for k, v in zip(SETTING, keys):
-                sel = sel[sel[k] == v] if len(sel) else sel
+            sel = pairs
+            if len(pairs):
+                mask = (pairs["kind"] == "best shape") & (pairs["budget"] == keys[-1]) & (pairs["x"] == x)
+                for k, v in zip(SETTING, keys):
+                    mask &= pairs[k] == v
+                sel = pairs[mask]
             out.append(f"{KINDS[keys[-1]][1]}={x}: {ranking_line(point, sel)}")
         lines[keys] = out
     return lines
 
 
 def diff_cell(row: Mapping, metric: str) -> str:
-    """'+0.21 [0.08, 0.34] p=0.002 (Holm p=0.010)', or '–' when the metric is missing."""
+    """'+0.21 [+0.08, +0.34], p=0.002, Holm p=0.010' (' n.s.' appended when Holm's p > ALPHA); '–' if missing."""
     if not row[f"{metric}_n"] or not np.isfinite(row[f"{metric}_diff"]):
         return "–"
     ci = (f" [{row[f'{metric}_low']:+.2f}, {row[f'{metric}_high']:+.2f}]"

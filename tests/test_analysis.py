@@ -244,8 +244,10 @@ def test_cli_writes_tables_markdown_and_figures(sweep, tmp_path, capsys):
 def test_callback_prints_the_report_and_survives_a_failure(tmp_path, capsys):
     ar(tmp_path / "runs", "ar", 2.0, (40.0, 60.0), 50.0)
     sd(tmp_path / "runs", "sd2", 2, ([2, 1, 1, 0], [1, 1, 1, 0, 0]), (1.0, 1.5), 55.0)
+    rsd_c(tmp_path / "runs", "b2", [2], ([2, 2, 1, 1], [2, 1, 0, 1]), 50.0)
     ReportOnSweepEnd().on_multirun_end(OmegaConf.create({"out_dir": str(tmp_path / "runs")}))
     out = capsys.readouterr().out
+    assert "Rankings" in out and "B=6: RSD-C  [ranked by measured BE]" in out  # one method at B = 6: nothing to test
     assert f"| SD | {16 / 9:.2f} ± 0.20 |" in out and f"report: {tmp_path / 'runs' / 'report'}" in out
     assert (tmp_path / "runs" / "report" / "runs.parquet").exists()
     (tmp_path / "empty").mkdir()

@@ -353,3 +353,20 @@ def test_acceptance_figure_has_confidence_intervals(trio):
 def test_new_verifiers_have_their_own_colours():
     assert len({COLORS[m] for m in ("sd", "bv", "rsd_c", "tv")}) == 4
 
+
+
+def test_ranking_line_uses_holm_p_and_falls_back_to_measured_be():
+    import pandas as pd
+
+    from analysis.stats import ranking_line
+
+    best = pd.DataFrame({"method": ["sd", "rsd_s", "rsd_c"], "budget": ["fixed_length"] * 3,
+                         "expected_block_efficiency": [1.5, 2.0, 1.9], "block_efficiency": [1.6, 1.7, 2.1]})
+    pairs = pd.DataFrame({"first": ["rsd_s", "rsd_c", "rsd_s"], "second": ["rsd_c", "sd", "sd"],
+                          "expected_block_efficiency_p": [0.02, 0.03, 0.001],
+                          "expected_block_efficiency_p_holm": [0.04, 0.06, 0.003],
+                          "block_efficiency_p": [0.5, 0.5, 0.5], "block_efficiency_p_holm": [0.5, 0.01, 0.5]})
+    assert ranking_line(best, pairs) == "RSD-S > RSD-C (p=0.040) > SD (n.s., p=0.060)  [ranked by expected BE]"
+    best.loc[0, "expected_block_efficiency"] = float("nan")  # one method without the expectation: measured BE
+    pairs = pairs.assign(first=["rsd_c", "rsd_s", "rsd_c"], second=["rsd_s", "sd", "sd"])
+    assert ranking_line(best, pairs) == "RSD-C > RSD-S (n.s., p=0.500) > SD (p=0.010)  [ranked by measured BE]"
