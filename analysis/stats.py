@@ -202,20 +202,23 @@ def fmt_p(p: float) -> str:
 def ranking_line(best_at_point: pd.DataFrame, pairs_at_point: pd.DataFrame) -> str:
     """The methods of one budget point, best first, each with the Holm-adjusted p of its gap to the one above.
 
-    'RSD-S > RSD-C (p=0.003) > SpecTr (n.s., p=0.412)': '>' orders the means; '(n.s.)' marks a gap not significant
-    at ALPHA after Holm. With several seeds, a gap's p is the largest over seeds (significant only if every seed's is).
+    'RSD-S > RSD-C (p=0.003) > SpecTr (n.s., p=0.412)': '>' orders the means ('=' where they are equal, as greedy
+    methods often are); '(n.s.)' marks a gap not significant at ALPHA after Holm. With several seeds, a gap's p is the
+    largest over seeds (significant only if every seed's is).
     """
     drafted = best_at_point[best_at_point["budget"].notna()]
     by = rank_column(drafted)
-    order = drafted.sort_values(by, ascending=False, kind="stable")["method"].tolist()
-    parts = [method_label(order[0])] if order else []
-    for hi, lo in zip(order, order[1:]):
-        gap = (pairs_at_point[(pairs_at_point["first"] == hi) & (pairs_at_point["second"] == lo)]
-               if len(pairs_at_point) else pairs_at_point)
+    ranked = drafted.sort_values(by, ascending=False, kind="stable")
+    order, means = ranked["method"].tolist(), ranked[by].to_numpy(float)
+    text = method_label(order[0]) if order else ""
+    for i, (hi, lo) in enumerate(zip(order, order[1:])):
+        gap = pairs_at_point  # either orientation: the two-sided p does not depend on it
+        if len(gap):
+            gap = gap[((gap["first"] == hi) & (gap["second"] == lo)) | ((gap["first"] == lo) & (gap["second"] == hi))]
         p = float(gap[f"{by}_p_holm"].max()) if len(gap) else math.nan  # no pair: not compared, so n.s.
         note = fmt_p(p) if np.isfinite(p) and p <= ALPHA else f"n.s., {fmt_p(p)}"
-        parts.append(f"{method_label(lo)} ({note})")
-    return " > ".join(parts) + f"  [ranked by {'expected' if by.startswith('expected') else 'measured'} BE]"
+        text += f" {'=' if np.isclose(means[i], means[i + 1], rtol=0, atol=1e-12) else '>'} {method_label(lo)} ({note})"
+    return text + f"  [ranked by {'expected' if by.startswith('expected') else 'measured'} BE]"
 
 
 def ranking_lines(best: pd.DataFrame, pairs: pd.DataFrame) -> dict[tuple, list[str]]:

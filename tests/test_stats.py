@@ -370,3 +370,5 @@ def test_ranking_line_uses_holm_p_and_falls_back_to_measured_be():
     best.loc[0, "expected_block_efficiency"] = float("nan")  # one method without the expectation: measured BE
     pairs = pairs.assign(first=["rsd_c", "rsd_s", "rsd_c"], second=["rsd_s", "sd", "sd"])
     assert ranking_line(best, pairs) == "RSD-C > RSD-S (n.s., p=0.500) > SD (p=0.010)  [ranked by measured BE]"
+    best["block_efficiency"] = 1.7  # a tie (greedy methods often emit the same tokens)
+    assert ranking_line(best, pairs).startswith("SD = RSD-S (p=0.010) = RSD-C (n.s., p=0.500)")
