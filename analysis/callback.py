@@ -17,7 +17,8 @@ from omegaconf import DictConfig
 
 
 class ReportOnSweepEnd(Callback):
-    """After a multirun: report on `out_dir` into `<out_dir>/report`, print the block-efficiency tables and the path."""
+    """After a multirun: report on `out_dir` into `<out_dir>/report`, print the block-efficiency tables, the ranking
+    lines and the path."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Build and announce the report; a failure is printed, never raised (the sweep itself succeeded)."""
@@ -31,4 +32,6 @@ class ReportOnSweepEnd(Callback):
                   f"{err}\n[rsd] retry with: python -m analysis.report {out_dir} --out {out_dir / 'report'}")
             return
         print(report.markdown["block_efficiency"])
+        if report.rankings:
+            print("Rankings (Holm-adjusted p of each gap; table_pairs.md):\n" + "\n".join(report.rankings))
         print(f"[rsd] report: {report.out}")

@@ -1,15 +1,19 @@
 """Figures in the paper's layout (matplotlib, Agg canvas, no pyplot state), PNG and PDF.
 
 Per (model pair, dataset, sampling setting, budget kind): a row of four panels (block efficiency, MBSU, token rate
-and accuracy as ratios to AR) against draft length or target tokens, one line per method (best shape per point, see
-analysis.tables), error bars = standard error over prompts (ratios: per-prompt value / the AR run's value); AR is a
-dashed horizontal line with a shaded +-1 SE band. Plus acceptance rate by tree depth, one panel per budget point.
+and accuracy as ratios to AR) against draft length or target tokens, one line per method (the shape of the tables,
+see analysis.tables), error bars = 95% t confidence intervals over prompts (ratios: per-prompt value / the AR run's
+value). Methods are offset a little left and right of each budget point (dodged) so that their markers and error
+bars do not hide each other; the tick marks the true point. AR is a dashed horizontal line with a shaded band (its
+95% CI), both in the legend. The token-rate panel shows the decode rate (prefill excluded) when every run records
+it. Plus acceptance by tree depth, one panel per budget point, with 95% CIs over prompts.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import textwrap
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,27 +25,25 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
+from scipy import stats as sps
 
 from analysis.load import Tables
-from analysis.tables import KINDS, best_shapes, method_label, method_order, setting_title, settings
+from analysis.names import KINDS, method_label, method_order, score_name, setting_title
+from analysis.tables import best_shapes, settings, token_rate_column
 
-COLORS = {"ar": "#3a3a3a", "sd": "#1f77b4", "specinfer": "#ff7f0e", "spectr": "#2ca02c", "rsd_c": "#d62728",
-          "rsd_s": "#9467bd"}
-MARKERS = {"ar": "", "sd": "o", "specinfer": "s", "spectr": "^", "rsd_c": "D", "rsd_s": "v"}
-FALLBACK_COLORS = ("#8c564b", "#e377c2", "#bcbd22", "#17becf", "#7f7f7f", "#1b9e77", "#e6ab02", "#a6761d")
-FALLBACK_MARKERS = ("P", "X", "*", "h", "p", "<", ">", "d")
-PANELS = (  # column, panel title, y label (with units)
-    ("block_efficiency", "Block efficiency", "tokens per target call"),
-    ("mbsu", "MBSU", "memory-bound speed-up (×)"),
-    ("token_rate_ratio", "Token rate", "token rate / AR token rate (×)"),
-    ("accuracy_ratio", "Accuracy", "task score / AR task score (×)"),
-)
+COLORS = {"ar": "#3a3a3a", "sd": "#1f77b4", "bv": "#17becf", "specinfer": "#ff7f0e", "spectr": "#2ca02c",
+          "rsd_c": "#d62728", "tv": "#8c564b", "rsd_s": "#9467bd"}
+MARKERS = {"ar": "", "sd": "o", "bv": "P", "specinfer": "s", "spectr": "^", "rsd_c": "D", "tv": "X", "rsd_s": "v"}
+FALLBACK_COLORS = ("#e377c2", "#bcbd22", "#7f7f7f", "#1b9e77", "#e6ab02", "#a6761d", "#666666", "#e7298a")
+FALLBACK_MARKERS = ("*", "h", "p", "<", ">", "d", "H", "8")
 EMPTY = {"token_rate_ratio": "no ratio: no matching AR run",
          "accuracy_ratio": "no ratio: no task scores,\nno matching AR run or an AR score of 0"}
 XLABELS = {"fixed_length": "draft length L (tokens)", "fixed_compute": "target budget B (drafted tokens per call)"}
 STYLE = {"font.size": 11, "axes.titlesize": 13, "axes.labelsize": 11, "legend.fontsize": 11, "xtick.labelsize": 10,
          "ytick.labelsize": 10, "figure.titlesize": 13, "axes.spines.top": False, "axes.spines.right": False,
          "axes.grid": True, "grid.alpha": 0.3, "lines.linewidth": 1.8, "lines.markersize": 6}
+BAND = " 95% CI"  # legend label suffix of a baseline's band
+DODGE = 0.5  # the methods at one point spread over this fraction of the gap between neighbouring points
 
 
 def method_styles(methods: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -53,34 +55,38 @@ def method_styles(methods: Iterable[str]) -> dict[str, dict[str, str]]:
     return styles
 
 
-def standard_error(values: pd.Series) -> float:
-    """Standard error of the mean of the finite values (0 for fewer than two)."""
-    finite = values[np.isfinite(values.astype(float))]
-    return float(finite.std(ddof=1) / math.sqrt(len(finite))) if len(finite) > 1 else 0.0
+def panels(best: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(column, panel title, y label) of the four panels; the token rate is the decode rate when every run has it."""
+    score = score_name(best["task"])
+    rate = token_rate_column(best)
+    decode = rate == "decode_token_rate_ratio"
+    return [("block_efficiency", "Block efficiency", "tokens per target call"),
+            ("mbsu", "MBSU", "memory-bound speed-up (×)"),
+            (rate, "Decode token rate" if decode else "Token rate",
+             "decode token rate / AR's (×, prefill excluded)" if decode else "token rate / AR token rate (×)"),
+            ("accuracy_ratio", f"Accuracy ({score})", f"{score} / AR's {score} (×)")]
 
 
-def with_errors(best: pd.DataFrame, prompts: pd.DataFrame) -> pd.DataFrame:
-    """`best` plus `<metric>_se` per panel metric, over the prompts of the runs behind each row."""
-    by_run = prompts.set_index("run_dir")
-    out = best.copy()
-    for metric, _, _ in PANELS:
-        out[f"{metric}_se"] = [standard_error(by_run.loc[dirs, metric]) for dirs in best["run_dirs"]]
-    return out
+def offsets(methods: list[str], points: list[float]) -> dict[str, float]:
+    """Horizontal offset per method so that methods at one budget point sit side by side (dodge)."""
+    gap = float(np.min(np.diff(points))) if len(points) > 1 else 1.0
+    step = DODGE * gap / max(len(methods), 1)
+    return {m: (i - (len(methods) - 1) / 2) * step for i, m in enumerate(methods)}
 
 
 def draw_baseline(ax: Axes, row: pd.Series, metric: str, style: Mapping[str, str], label: str) -> None:
-    """A method without a budget (AR): a dashed horizontal line with a +-1 SE band."""
-    value, se = row[metric], row[f"{metric}_se"]
+    """A method without a budget (AR): a dashed horizontal line with its 95% CI band, both labelled."""
+    value, ci = row[metric], row.get(f"{metric}_ci", 0.0)
     ax.axhline(value, color=style["color"], linestyle="--", linewidth=1.5, label=label)
-    if np.isfinite(value) and se > 0:
-        ax.axhspan(value - se, value + se, color=style["color"], alpha=0.12, linewidth=0)
+    if np.isfinite(value) and ci > 0:
+        ax.axhspan(value - ci, value + ci, color=style["color"], alpha=0.12, linewidth=0, label=label + BAND)
 
 
-def draw_method(ax: Axes, rows: pd.DataFrame, metric: str, style: Mapping[str, str], label: str) -> None:
-    """One method's line over the budget points, with standard-error bars."""
-    x, y = rows["x"].to_numpy(float), rows[metric].to_numpy(float)
+def draw_method(ax: Axes, rows: pd.DataFrame, metric: str, style: Mapping[str, str], label: str, dx: float) -> None:
+    """One method's line over the budget points (shifted by dx), with 95% CI error bars."""
+    x, y = rows["x"].to_numpy(float) + dx, rows[metric].to_numpy(float)
     ax.plot(x, y, color=style["color"], marker=style["marker"], label=label)
-    ax.errorbar(x, y, yerr=rows[f"{metric}_se"].to_numpy(float), fmt="none", ecolor=style["color"], elinewidth=1.2,
+    ax.errorbar(x, y, yerr=rows[f"{metric}_ci"].to_numpy(float), fmt="none", ecolor=style["color"], elinewidth=1.2,
                 capsize=3, alpha=0.8)
 
 
@@ -92,56 +98,105 @@ def new_figure(width: float, height: float) -> Figure:
 
 
 def figure_legend(fig: Figure, axes: Iterable[Axes]) -> None:
-    """One legend below the panels, each method once, in drawing order."""
-    entries: dict[str, Any] = {}
+    """One legend below the panels, each entry once, in drawing order, a band right after its line."""
+    found: dict[str, Any] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
-            entries.setdefault(label, handle)
-    fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=len(entries), frameon=False)
+            found.setdefault(label, handle)
+    entries: dict[str, Any] = {}
+    for label, handle in found.items():
+        if not label.endswith(BAND):
+            entries[label] = handle
+            if label + BAND in found:
+                entries[label + BAND] = found[label + BAND]
+    fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=min(len(entries), 9),
+               frameon=False)
+
+
+def suptitle(fig: Figure, *lines: str) -> None:
+    """The figure title, each line wrapped to the figure's width."""
+    chars = int(fig.get_figwidth() * 72 / (0.6 * mpl.rcParams["figure.titlesize"]))
+    fig.suptitle("\n".join(textwrap.fill(line, chars) for line in lines))
+
+
+def set_points(ax: Axes, points: list[float], shift: Mapping[str, float]) -> None:
+    """Ticks at the true budget points, limits wide enough for the dodged markers."""
+    pad = max([abs(v) for v in shift.values()] + [0.0]) + (0.5 if len(points) == 1 else 0.3)
+    ax.set_xticks(points)
+    ax.set_xlim(min(points) - pad, max(points) + pad)
 
 
 def performance_figure(best: pd.DataFrame, kind: str, title: str, styles: Mapping[str, Mapping[str, str]]) -> Figure:
     """Four panels (BE, MBSU, token-rate ratio, accuracy ratio) against the budget points, one line per method."""
-    points = sorted(best.loc[best["budget"] == kind, "x"].unique())
+    points = sorted(float(x) for x in best.loc[best["budget"] == kind, "x"].unique())
+    drafted = [m for m in method_order(best["method"]) if ((best["method"] == m) & (best["budget"] == kind)).any()]
+    shift = offsets(drafted, points)
     with mpl.rc_context(STYLE):
-        fig = new_figure(17, 4.6)
-        axes = fig.subplots(1, len(PANELS), sharex=True)
-        for ax, (metric, name, ylabel) in zip(axes, PANELS):
+        fig = new_figure(17, 5.0)
+        axes = fig.subplots(1, 4, sharex=True)
+        for ax, (metric, name, ylabel) in zip(axes, panels(best)):
             for method in method_order(best["method"]):
                 rows = best[best["method"] == method]
-                drafted = rows[rows["budget"] == kind].sort_values("x")
                 if rows["budget"].isna().all():
                     draw_baseline(ax, rows.iloc[0], metric, styles[method], method_label(method))
-                elif not drafted.empty:
-                    draw_method(ax, drafted, metric, styles[method], method_label(method))
-            ax.set(title=name, xlabel=XLABELS[kind], ylabel=ylabel, xticks=points)
+                elif method in shift:
+                    draw_method(ax, rows[rows["budget"] == kind].sort_values("x"), metric, styles[method],
+                                method_label(method), shift[method])
+            ax.set(title=name, xlabel=XLABELS[kind], ylabel=ylabel)
+            set_points(ax, points, shift)
             if not np.isfinite(best[metric].to_numpy(float)).any():
                 ax.text(0.5, 0.5, EMPTY.get(metric, "no data"), transform=ax.transAxes, ha="center", va="center",
                         color="0.4")
                 ax.set_yticks([])
         figure_legend(fig, axes)
-        fig.suptitle(f"{title}; {KINDS[kind][0]} (best shape per point, error bars: ±1 SE over prompts)")
+        suptitle(fig, title, f"{KINDS[kind][0]}: one shape per method and point (as in the tables); methods offset "
+                 "sideways at each point; error bars and AR band: 95% CI over prompts")
     return fig
 
 
-def acceptance_figure(best: pd.DataFrame, kind: str, title: str, styles: Mapping[str, Mapping[str, str]]) -> Figure:
-    """Fraction of steps whose accepted path reached depth d, one panel per budget point, one line per method."""
+def acceptance_rates(steps: pd.DataFrame, run_dirs: list[str], depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Fraction of steps whose accepted path reached depth d = 1..depth (pooled over the runs' steps, as the
+    summaries report it) and the 95% CI half-width with prompts as clusters (ratio estimator, t with k - 1 df)."""
+    rows = steps[steps["run_dir"].isin(run_dirs)]
+    depths = np.arange(1, depth + 1)
+    groups = [g.to_numpy() for _, g in rows.groupby(["run_dir", "prompt_id"])["accepted_length"]]
+    if not groups or depth == 0:
+        return np.full(depth, np.nan), np.zeros(depth)
+    n = np.array([len(g) for g in groups], dtype=float)  # steps per prompt
+    hits = np.array([(g[:, None] >= depths[None, :]).sum(axis=0) for g in groups], dtype=float)  # prompts x depths
+    rates = hits.sum(axis=0) / n.sum()
+    k = len(n)
+    if k < 2:
+        return rates, np.zeros(depth)
+    se = np.sqrt(((hits - rates[None, :] * n[:, None]) ** 2).sum(axis=0) / (k * (k - 1))) / n.mean()
+    return rates, se * sps.t.ppf(0.975, k - 1)
+
+
+def acceptance_figure(best: pd.DataFrame, steps: pd.DataFrame, kind: str, title: str,
+                      styles: Mapping[str, Mapping[str, str]]) -> Figure:
+    """Fraction of steps whose accepted path reached depth d, one panel per budget point, one line per method, with
+    95% CIs over prompts; methods dodged sideways at each depth."""
     drafted = best[best["budget"] == kind]
     points = sorted(drafted["x"].unique())
-    accepts = [c for c in best.columns if c.startswith("accept_d")]
+    accepts = sorted((c for c in best.columns if c.startswith("accept_d")), key=lambda c: int(c[len("accept_d"):]))
+    methods = method_order(drafted["method"])
+    shift = offsets(methods, [1.0, 2.0])
     ncols = min(len(points), 5)
     nrows = math.ceil(len(points) / ncols)
     with mpl.rc_context(STYLE):
-        fig = new_figure(max(3.4 * ncols + 0.8, 8.0), 3.2 * nrows + 1.4)
+        fig = new_figure(max(3.4 * ncols + 0.8, 8.0), 3.2 * nrows + 1.6)
         axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True).ravel()
         for ax, x in zip(axes, points):
-            for method in method_order(drafted["method"]):
+            for method in methods:
                 rows = drafted[(drafted["method"] == method) & (drafted["x"] == x)]
                 if rows.empty:
                     continue
-                rates = rows.iloc[0][accepts].to_numpy(float)
-                depth = np.arange(1, len(rates) + 1)[np.isfinite(rates)]
-                ax.plot(depth, rates[np.isfinite(rates)], label=method_label(method), **styles[method])
+                used = int(np.isfinite(rows.iloc[0][accepts].to_numpy(float)).sum())  # the tree's depth
+                rates, half = acceptance_rates(steps, rows.iloc[0]["run_dirs"], used)
+                d = np.arange(1, used + 1) + shift[method]
+                ax.plot(d, rates, label=method_label(method), **styles[method])
+                ax.errorbar(d, rates, yerr=half, fmt="none", ecolor=styles[method]["color"], elinewidth=1.1,
+                            capsize=2.5, alpha=0.8)
             ax.set(title=f"{KINDS[kind][1]} = {x}", xlabel="tree depth d", ylim=(0, 1.02))
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         for ax in axes[::ncols]:
@@ -149,26 +204,28 @@ def acceptance_figure(best: pd.DataFrame, kind: str, title: str, styles: Mapping
         for ax in axes[len(points):]:
             ax.set_visible(False)
         figure_legend(fig, axes[:len(points)])
-        fig.suptitle(f"Acceptance by tree depth, {KINDS[kind][0]} (best shape per point)\n{title}")
+        suptitle(fig, f"Acceptance by tree depth: {title}", f"{KINDS[kind][0]}, one shape per method and point (as in "
+                 "the tables); error bars: 95% CI over prompts")
     return fig
 
 
 def slug(setting: Mapping[str, Any], kind: str) -> str:
     """A file-name stem for a (setting, budget kind)."""
-    name = (f"{setting['model_pair']}_{setting['dataset']}_T{setting['temperature']:g}-k{setting['top_k']}"
+    dtype = "" if setting.get("dtype", "float32") == "float32" else f"_{setting['dtype']}"
+    name = (f"{setting['model_pair']}{dtype}_{setting['dataset']}_T{setting['temperature']:g}-k{setting['top_k']}"
             f"-p{setting['top_p']:g}-n{setting['max_new_tokens']}_{kind}")
     return re.sub(r"[^\w.-]+", "-", name)
 
 
 def figures(tables: Tables) -> Iterator[tuple[str, Figure]]:
     """(file stem, figure) for every setting and budget kind: the four-panel figure, then acceptance by depth."""
-    best = with_errors(best_shapes(tables.runs), tables.prompts)
+    best = best_shapes(tables.runs, tables.prompts)
     styles = method_styles(tables.runs["method"])
     for setting, group in settings(best):
         for kind in (k for k in KINDS if (group["budget"] == k).any()):
             title = setting_title(setting)
             yield slug(setting, kind), performance_figure(group, kind, title, styles)
-            yield f"{slug(setting, kind)}_acceptance", acceptance_figure(group, kind, title, styles)
+            yield f"{slug(setting, kind)}_acceptance", acceptance_figure(group, tables.steps, kind, title, styles)
 
 
 def save(fig: Figure, stem: Path) -> list[Path]:

@@ -2,7 +2,13 @@
 
 Run-level metrics come from each run's summary.json (written by rsd.runner.execute); per-prompt metrics are computed
 from records.jsonl with the same definitions (rsd.metrics, ALGORITHMS.md §6). Ratios are to the AR run with the same
-model pair, dataset, sampling settings and seed; per-prompt ratios divide a prompt's value by that AR run's value.
+model pair, dtype, dataset, sampling settings and seed; per-prompt ratios divide a prompt's value by that AR run's
+value. Fields added by later versions of the runner (`expected_emitted`, `decode_token_rate`, `decode_s`, `ttft_s`,
+the summary's `selection`) are optional: without them the matching columns are NaN.
+
+Reading never crashes on one bad run: an unreadable summary, a run whose summary lacks a field, and every record line
+that does not parse are named in a warning and skipped; a prompt recorded twice is kept once (the last record, the
+one rsd.runner counts in the summary).
 """
 
 from __future__ import annotations
@@ -17,16 +23,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.names import is_greedy
 from rsd.metrics import block_efficiency, mbsu, token_rate
 
 log = logging.getLogger(__name__)
 
 SAMPLING = ("temperature", "top_k", "top_p", "max_new_tokens")
-SETTING = ("model_pair", "dataset", *SAMPLING)  # runs of different settings are never averaged together
+SETTING = ("model_pair", "dtype", "dataset", *SAMPLING)  # runs of different settings are never averaged together
 AR_KEYS = (*SETTING, "seed")  # a run is compared with the AR run that matches on these
 RUN_KEYS = ("method", "shape_tag", "budget", "x", *AR_KEYS, "run_dir")  # repeated in the prompt and step tables
 BUDGET_AXIS = {"fixed_length": "draft_length", "fixed_compute": "target_tokens"}
 TIMES = ("draft", "target", "other")
+RECORD_FIELDS = ("prompt_id", "prompt_tokens", "new_tokens", "target_calls", "draft_calls", "accepted_lengths",
+                 "tokens_verified", "wall_s", *(f"time_{t}_s" for t in TIMES))
+SE_METRICS = ("block_efficiency", "expected_block_efficiency", "mbsu", "token_rate", "decode_token_rate")
+NAN = float("nan")
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,10 @@ class Tables:
     runs: pd.DataFrame
     prompts: pd.DataFrame
     steps: pd.DataFrame
+
+
+class Unreadable(ValueError):
+    """A run directory whose summary cannot be used (the message names the file and the reason)."""
 
 
 def find_run_dirs(roots: Iterable[Path | str]) -> list[Path]:
@@ -60,8 +75,55 @@ def completed(run_dirs: Iterable[Path]) -> list[Path]:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """The JSON objects of a JSON-lines file, one per non-empty line."""
+    """The JSON objects of a JSON-lines file, one per non-empty line (strict: a bad line raises)."""
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def read_summary(run_dir: Path) -> dict:
+    """summary.json as a dict; Unreadable (naming the file) if it does not parse or is not an object."""
+    path = run_dir / "summary.json"
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise Unreadable(f"{path}: {type(err).__name__}: {err}") from err
+    if not isinstance(summary, dict):
+        raise Unreadable(f"{path}: not a JSON object")
+    return summary
+
+
+def read_records(run_dir: Path) -> list[dict]:
+    """The usable records of records.jsonl, one per prompt id (the last one recorded).
+
+    A line that does not parse, is not an object or lacks a field of RECORD_FIELDS is skipped with a warning naming
+    the file and line; duplicated prompt ids are kept once with a warning. A missing file gives no records.
+    """
+    path = run_dir / "records.jsonl"
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as err:
+        log.warning("cannot read %s (%s): the run has no records", path, err)
+        return []
+    by_id: dict[Any, dict] = {}
+    duplicates: list[Any] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as err:
+            log.warning("skipping unreadable record %s line %d: %s", path, number, err)
+            continue
+        missing = [k for k in RECORD_FIELDS if k not in rec] if isinstance(rec, dict) else ["(not an object)"]
+        if missing:
+            log.warning("skipping record %s line %d: missing %s", path, number, ", ".join(missing))
+            continue
+        if rec["prompt_id"] in by_id:
+            duplicates.append(rec["prompt_id"])
+        by_id[rec["prompt_id"]] = rec
+    if duplicates:
+        log.warning("%s: %d duplicate record(s) (prompt ids %s) kept once, the last one recorded", path,
+                    len(duplicates), ", ".join(map(str, sorted(set(duplicates), key=str))))
+    return list(by_id.values())
 
 
 def budget_point(summary: Mapping[str, Any]) -> int | None:
@@ -72,19 +134,62 @@ def budget_point(summary: Mapping[str, Any]) -> int | None:
 
 def nan_if_none(value: float | None) -> float:
     """`value` as a float, NaN for None."""
-    return float("nan") if value is None else float(value)
+    return NAN if value is None else float(value)
+
+
+def dtype_of(summary: Mapping[str, Any]) -> str:
+    """The run's model dtype from its config (float32 when the config does not name one)."""
+    pair = summary.get("config", {}).get("model_pair")
+    return str(pair.get("dtype") or "float32") if isinstance(pair, Mapping) else "float32"
 
 
 def run_keys(run_dir: Path, summary: Mapping[str, Any]) -> dict:
     """The identifying columns of a run (RUN_KEYS)."""
     return {"method": summary["method"], "shape_tag": summary["shape_tag"], "budget": summary["budget"],
-            "x": budget_point(summary), "model_pair": summary["model_pair"], "dataset": summary["dataset"],
-            **{k: summary["sampling"][k] for k in SAMPLING}, "seed": summary["seed"], "run_dir": str(run_dir)}
+            "x": budget_point(summary), "model_pair": summary["model_pair"], "dtype": dtype_of(summary),
+            "dataset": summary["dataset"], **{k: summary["sampling"][k] for k in SAMPLING}, "seed": summary["seed"],
+            "run_dir": str(run_dir)}
 
 
-def run_row(run_dir: Path, summary: Mapping[str, Any]) -> dict:
-    """One run's row: keys, summary metrics, the time split and acceptance by depth (accept_d1.., last)."""
+def expected_be(record: Mapping[str, Any]) -> float:
+    """sum(expected_emitted) / target_calls (ALGORITHMS.md §10); NaN when the record has no per-step expectation."""
+    expected = record.get("expected_emitted")
+    if expected is None or len(expected) != len(record["accepted_lengths"]):
+        return NAN
+    return block_efficiency(sum(expected), record["target_calls"])
+
+
+def decode_rate(records: list[Mapping[str, Any]]) -> float:
+    """Ratio of sums: tokens after each prompt's first / decode seconds; NaN unless every record has decode_s."""
+    if not records or any(r.get("decode_s") is None for r in records):
+        return NAN
+    return token_rate(sum(max(r["new_tokens"] - 1, 0) for r in records), sum(r["decode_s"] for r in records))
+
+
+def selection_columns(summary: Mapping[str, Any]) -> dict:
+    """How the run's shape was chosen: the summary's `selection` (role tune/eval, the tuning prompts, the criterion).
+
+    `selection_role` is '' for a run without a selection split; `selection_rank` is the shape's rank on the tuning
+    prompts when the runner records it (1 = chosen first).
+    """
+    sel = summary.get("selection")
+    if not isinstance(sel, Mapping):
+        return {"selection_role": "", "selection_prompts": 0, "selected_by": "", "selection_rank": NAN}
+    return {"selection_role": str(sel.get("role") or ""), "selection_prompts": len(sel.get("prompts") or []),
+            "selected_by": str(sel.get("selected_by") or ""), "selection_rank": nan_if_none(sel.get("rank"))}
+
+
+def run_row(run_dir: Path, summary: Mapping[str, Any], records: list[Mapping[str, Any]]) -> dict:
+    """One run's row: keys, summary metrics, the time split, acceptance by depth (accept_d1..) and selection.
+
+    Measured metrics come from the summary; `expected_block_efficiency` and `decode_token_rate` from the summary when
+    it has them, else from the records (NaN when the records lack them too).
+    """
     wall = summary["wall_s"]
+    calls = sum(r["target_calls"] for r in records)
+    expected = [r.get("expected_emitted") for r in records]
+    expected_run = (block_efficiency(sum(sum(e) for e in expected), calls)
+                    if records and all(e is not None for e in expected) else NAN)
     return {
         **run_keys(run_dir, summary),
         "shape": json.dumps(summary["shape"], sort_keys=True), "budget_value": summary["budget_value"],
@@ -92,49 +197,60 @@ def run_row(run_dir: Path, summary: Mapping[str, Any]) -> dict:
         "target_params": summary["target_params"], "draft_params": summary["draft_params"],
         "prompts": summary["prompts"], "new_tokens": summary["new_tokens"], "target_calls": summary["target_calls"],
         "draft_calls": summary["draft_calls"], "block_efficiency": summary["block_efficiency"],
-        "mbsu": summary["mbsu"], "token_rate": summary["token_rate"], "token_rate_ratio": float("nan"),
-        "accuracy": nan_if_none(summary["accuracy"]), "accuracy_ratio": float("nan"),  # ratios: set by add_ratios
+        "expected_block_efficiency": nan_if_none(summary.get("expected_block_efficiency", expected_run)),
+        "mbsu": summary["mbsu"], "token_rate": summary["token_rate"], "token_rate_ratio": NAN,
+        "decode_token_rate": nan_if_none(summary.get("decode_token_rate", decode_rate(records))),
+        "decode_token_rate_ratio": NAN,
+        "accuracy": nan_if_none(summary["accuracy"]), "accuracy_ratio": NAN,  # ratios: set by add_ratios
         "mean_accepted_length": summary["mean_accepted_length"],
         "tokens_verified_per_call": summary["tokens_verified_per_call"],
         "wall_s": wall, **{f"time_{t}_s": summary[f"time_{t}_s"] for t in TIMES},
-        **{f"frac_{t}": summary[f"time_{t}_s"] / wall if wall > 0 else float("nan") for t in TIMES},
+        **{f"frac_{t}": summary[f"time_{t}_s"] / wall if wall > 0 else NAN for t in TIMES},
+        **selection_columns(summary),
         **{f"accept_d{d}": a for d, a in enumerate(summary["acceptance_by_depth"], start=1)},
     }
 
 
 def prompt_row(keys: Mapping[str, Any], record: Mapping[str, Any], draft_params: int, target_params: int) -> dict:
-    """One prompt's row: run keys and the prompt's own BE, MBSU, token rate, time split and score."""
+    """One prompt's row: run keys and the prompt's own BE (measured and expected), MBSU, token rates, times, score."""
     be = block_efficiency(record["new_tokens"], record["target_calls"])
     steps = record["accepted_lengths"]
     return {
         **keys, "prompt_id": record["prompt_id"], "prompt_tokens": record["prompt_tokens"],
         "new_tokens": record["new_tokens"], "target_calls": record["target_calls"],
-        "draft_calls": record["draft_calls"], "block_efficiency": be,
+        "draft_calls": record["draft_calls"], "block_efficiency": be, "expected_block_efficiency": expected_be(record),
         "mbsu": mbsu(be, record["draft_calls"] / record["target_calls"], draft_params, target_params),
         "token_rate": token_rate(record["new_tokens"], record["wall_s"]),
-        "mean_accepted_length": float(np.mean(steps)) if steps else float("nan"),
+        "decode_token_rate": nan_if_none(record.get("decode_token_rate")),
+        "ttft_s": nan_if_none(record.get("ttft_s")), "decode_s": nan_if_none(record.get("decode_s")),
+        "mean_accepted_length": float(np.mean(steps)) if steps else NAN,
         "wall_s": record["wall_s"], **{f"time_{t}_s": record[f"time_{t}_s"] for t in TIMES},
-        "score": nan_if_none(record["score"]),
+        "score": nan_if_none(record.get("score")),
     }
 
 
 def step_frame(keys: Mapping[str, Any], records: list[Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per target call of every prompt: run keys, prompt_id, step (from 1), accepted_length, tokens_verified."""
+    """One row per target call of every prompt: run keys, prompt_id, step (from 1), accepted_length, tokens_verified
+    and expected_emitted (NaN where the record has none)."""
     counts = [len(r["accepted_lengths"]) for r in records]
+    expected = [r.get("expected_emitted") if len(r.get("expected_emitted") or []) == n else [NAN] * n
+                for r, n in zip(records, counts)]
     frame = pd.DataFrame({
         "prompt_id": np.repeat([r["prompt_id"] for r in records], counts),
         "step": np.concatenate([np.arange(1, n + 1) for n in counts]) if records else [],
         "accepted_length": [a for r in records for a in r["accepted_lengths"]],
         "tokens_verified": [t for r in records for t in r["tokens_verified"]],
+        "expected_emitted": np.array([e for es in expected for e in es], dtype=float),
     })
-    return frame.assign(**keys)[[*RUN_KEYS, "prompt_id", "step", "accepted_length", "tokens_verified"]]
+    return frame.assign(**keys)[[*RUN_KEYS, "prompt_id", "step", "accepted_length", "tokens_verified",
+                                 "expected_emitted"]]
 
 
 def ar_baselines(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per AR_KEYS: the AR token rate and accuracy (mean if several AR runs match)."""
+    """Per AR_KEYS: the AR token rate, decode token rate and accuracy (mean if several AR runs match)."""
     ar = runs[runs["method"] == "ar"]
-    means = ar.groupby(list(AR_KEYS), dropna=False)[["token_rate", "accuracy"]].mean()
-    return means.rename(columns={"token_rate": "ar_token_rate", "accuracy": "ar_accuracy"}).reset_index()
+    means = ar.groupby(list(AR_KEYS), dropna=False)[["token_rate", "decode_token_rate", "accuracy"]].mean()
+    return means.rename(columns=lambda c: f"ar_{c}").reset_index()
 
 
 def warn_missing_ar(runs: pd.DataFrame) -> None:
@@ -145,16 +261,64 @@ def warn_missing_ar(runs: pd.DataFrame) -> None:
 
 
 def add_ratios(runs: pd.DataFrame, prompts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Add token_rate_ratio and accuracy_ratio (to the matching AR run) to the run and prompt tables."""
+    """Add token_rate_ratio, decode_token_rate_ratio and accuracy_ratio (to the matching AR run) to both tables."""
     runs = runs.merge(ar_baselines(runs), on=list(AR_KEYS), how="left")
     warn_missing_ar(runs)
-    runs["token_rate_ratio"] = runs["token_rate"] / runs["ar_token_rate"]
-    runs["accuracy_ratio"] = runs["accuracy"] / runs["ar_accuracy"]
-    prompts = prompts.merge(runs[["run_dir", "ar_token_rate", "ar_accuracy"]], on="run_dir", how="left")
-    prompts["token_rate_ratio"] = prompts["token_rate"] / prompts["ar_token_rate"]
-    prompts["accuracy_ratio"] = prompts["score"] / prompts["ar_accuracy"]
-    drop = ["ar_token_rate", "ar_accuracy"]
-    return runs.drop(columns=drop), prompts.drop(columns=drop)
+    base = ["ar_token_rate", "ar_decode_token_rate", "ar_accuracy"]
+    prompts = prompts.merge(runs[["run_dir", *base]], on="run_dir", how="left")
+    for frame, score in ((runs, "accuracy"), (prompts, "score")):
+        frame["token_rate_ratio"] = frame["token_rate"] / frame["ar_token_rate"]
+        frame["decode_token_rate_ratio"] = frame["decode_token_rate"] / frame["ar_decode_token_rate"]
+        frame["accuracy_ratio"] = frame[score] / frame["ar_accuracy"]
+    return runs.drop(columns=base), prompts.drop(columns=base)
+
+
+def first_divergence(ids: list[int], reference: list[int]) -> float:
+    """The first token position (0-based) where `ids` differs from `reference`; NaN when they are identical.
+
+    A sequence that stops earlier (EOS) diverges at the shorter length.
+    """
+    for i, (a, b) in enumerate(zip(ids, reference)):
+        if a != b:
+            return float(i)
+    return NAN if len(ids) == len(reference) else float(min(len(ids), len(reference)))
+
+
+def greedy_divergence(runs: pd.DataFrame, prompts: pd.DataFrame, tokens: Mapping[str, Mapping[Any, list[int]]]
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Greedy runs vs the AR run of the same setting and seed, prompt by prompt (issue 12: in half precision a
+    verify pass over k tokens rounds differently from k one-token passes, so greedy identity holds only in float32).
+
+    Prompts gain `greedy_divergence` (first differing position, NaN if identical or not checked) and
+    `greedy_checked`; runs gain `greedy_prompts` (checked), `greedy_diverged` (prompts that differ) and
+    `greedy_first_divergence` (earliest position over its prompts, NaN if none differs).
+    """
+    ar_dirs = {tuple(row[k] for k in AR_KEYS): row["run_dir"] for _, row in runs[runs["method"] == "ar"].iterrows()}
+    div, checked = [], []
+    for _, row in prompts.iterrows():
+        ar_dir = ar_dirs.get(tuple(row[k] for k in AR_KEYS))
+        ours = tokens[row["run_dir"]].get(row["prompt_id"])
+        ref = tokens[ar_dir].get(row["prompt_id"]) if ar_dir else None
+        ok = (is_greedy(row) and row["method"] != "ar" and ours is not None and ref is not None)
+        checked.append(ok)
+        div.append(first_divergence(ours, ref) if ok else NAN)
+    prompts = prompts.assign(greedy_divergence=div, greedy_checked=checked)
+    per_run = prompts[prompts["greedy_checked"]].groupby("run_dir").agg(
+        greedy_prompts=("prompt_id", "size"), greedy_diverged=("greedy_divergence", "count"),
+        greedy_first_divergence=("greedy_divergence", "min"))
+    runs = runs.merge(per_run, left_on="run_dir", right_index=True, how="left")
+    runs[["greedy_prompts", "greedy_diverged"]] = runs[["greedy_prompts", "greedy_diverged"]].fillna(0).astype(int)
+    return runs, prompts
+
+
+def add_standard_errors(runs: pd.DataFrame, prompts: pd.DataFrame) -> pd.DataFrame:
+    """`<metric>_se` per SE_METRICS: standard error over the run's prompts (NaN with fewer than two finite values)."""
+    def se(values: pd.Series) -> float:
+        finite = values[np.isfinite(values.to_numpy(float))]
+        return float(finite.std(ddof=1) / np.sqrt(len(finite))) if len(finite) > 1 else NAN
+
+    errors = prompts.groupby("run_dir")[list(SE_METRICS)].agg(se).add_suffix("_se")
+    return runs.merge(errors, left_on="run_dir", right_index=True, how="left")
 
 
 def tidy(frame: pd.DataFrame, first: Iterable[str]) -> pd.DataFrame:
@@ -165,20 +329,46 @@ def tidy(frame: pd.DataFrame, first: Iterable[str]) -> pd.DataFrame:
     return frame.sort_values(order, na_position="first", kind="stable").reset_index(drop=True)
 
 
-def load(roots: Iterable[Path | str]) -> Tables:
-    """The run, prompt and step tables of every completed run under `roots`; ValueError if there is none."""
-    roots = list(roots)
-    run_dirs = completed(find_run_dirs(roots))
-    if not run_dirs:
-        raise ValueError(f"no completed run (a directory with run.json and summary.json) under {roots}")
-    runs, prompts, steps = [], [], []
-    for run_dir in run_dirs:
-        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-        records = read_jsonl(run_dir / "records.jsonl")
+def read_run(run_dir: Path) -> tuple[dict, list[dict], pd.DataFrame, dict]:
+    """One run's row, prompt rows, step frame and {prompt_id: token ids}; Unreadable if it cannot be used."""
+    summary = read_summary(run_dir)
+    records = read_records(run_dir)
+    if not records:
+        raise Unreadable(f"{run_dir / 'records.jsonl'}: no usable record")
+    try:
         keys = run_keys(run_dir, summary)
-        runs.append(run_row(run_dir, summary))
-        prompts += [prompt_row(keys, r, summary["draft_params"], summary["target_params"]) for r in records]
-        steps.append(step_frame(keys, records))
+        row = run_row(run_dir, summary, records)
+        prompts = [prompt_row(keys, r, summary["draft_params"], summary["target_params"]) for r in records]
+        steps = step_frame(keys, records)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
+        raise Unreadable(f"{run_dir / 'summary.json'}: {type(err).__name__}: {err}") from err
+    if summary.get("prompts") not in (None, len(records)):
+        log.warning("%s: the summary counts %s prompts, records.jsonl has %d distinct ones", run_dir,
+                    summary["prompts"], len(records))
+    return row, prompts, steps, {r["prompt_id"]: r.get("new_token_ids") for r in records}
+
+
+def load(roots: Iterable[Path | str]) -> Tables:
+    """The run, prompt and step tables of every usable completed run under `roots`; ValueError if there is none.
+
+    Every run that cannot be read is named in a warning and left out (see the module docstring).
+    """
+    roots = list(roots)
+    runs, prompts, steps, tokens = [], [], [], {}
+    for run_dir in completed(find_run_dirs(roots)):
+        try:
+            row, prompt_rows, step_rows, ids = read_run(run_dir)
+        except Unreadable as err:
+            log.warning("skipping unreadable run %s: %s", run_dir, err)
+            continue
+        runs.append(row)
+        prompts += prompt_rows
+        steps.append(step_rows)
+        tokens[str(run_dir)] = ids
+    if not runs:
+        raise ValueError(f"no usable completed run (a directory with run.json and summary.json) under {roots}")
     run_table, prompt_table = add_ratios(pd.DataFrame(runs), pd.DataFrame(prompts))
+    run_table, prompt_table = greedy_divergence(run_table, prompt_table, tokens)
+    run_table = add_standard_errors(run_table, prompt_table)
     return Tables(tidy(run_table, RUN_KEYS), tidy(prompt_table, [*RUN_KEYS, "prompt_id"]),
                   tidy(pd.concat(steps, ignore_index=True), RUN_KEYS))

@@ -3,8 +3,11 @@
     python -m analysis.report RUN_DIRS... --out DIR
 
 Layout of DIR: runs.{parquet,csv} (one row per run), prompts.{parquet,csv} (one per prompt), steps.{parquet,csv}
-(one per target call), table_<metric>.md (block_efficiency, mbsu, token_rate_ratio), figures/<setting>_<kind>.{png,pdf}
-and figures/<setting>_<kind>_acceptance.{png,pdf}.
+(one per target call), table_<metric>.md (block_efficiency, expected_block_efficiency where recorded, mbsu,
+token_rate_ratio), table_pairs.md (paired comparisons and a ranking line per budget point), table_greedy.md (greedy
+runs: where the output first differs from AR's; only with greedy runs), table_selection.md (shapes ranked on tuning
+prompts; only with tuning runs), figures/<setting>_<kind>.{png,pdf} and figures/<setting>_<kind>_acceptance.{png,pdf}.
+Runs that cannot be read are named in a warning and left out; the report is built from the rest.
 """
 
 from __future__ import annotations
@@ -16,18 +19,25 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from analysis.figures import figures, save
-from analysis.load import Tables, load
-from analysis.tables import all_tables
+from analysis.load import SETTING, Tables, load
+from analysis.names import KINDS, setting_title
+from analysis.stats import all_pairs, pairs_markdown, ranking_lines
+from analysis.tables import all_tables, best_shapes, greedy_table, selection_table
 
 
 @dataclass(frozen=True)
 class Report:
-    """What a report run produced: its directory, the tidy tables, markdown per metric, and every file written."""
+    """What a report run produced: its directory, the tidy tables, markdown per table name (table_<name>.md), the
+    paired comparisons, the ranking lines (one per budget point) and every file written."""
 
     out: Path
     tables: Tables
     markdown: dict[str, str]
+    pairs: pd.DataFrame
+    rankings: list[str]
     files: list[Path]
 
 
@@ -43,7 +53,7 @@ def write_tables(tables: Tables, out: Path) -> list[Path]:
 
 
 def write_markdown(markdown: dict[str, str], out: Path) -> list[Path]:
-    """Write one table_<metric>.md per metric into `out`."""
+    """Write one table_<name>.md per entry into `out`."""
     paths = [out / f"table_{metric}.md" for metric in markdown]
     for path, text in zip(paths, markdown.values()):
         path.write_text(text, encoding="utf-8")
@@ -58,13 +68,24 @@ def write_figures(tables: Tables, out: Path) -> list[Path]:
 
 
 def build_report(inputs: Iterable[Path | str], out: Path | str) -> Report:
-    """Load every completed run under `inputs` and write the tables, markdown and figures into `out`."""
+    """Load every usable completed run under `inputs` and write the tables, markdown and figures into `out`."""
     out = Path(out)
     tables = load(inputs)
     out.mkdir(parents=True, exist_ok=True)
-    markdown = all_tables(tables.runs)
-    files = write_tables(tables, out) + write_markdown(markdown, out) + write_figures(tables, out)
-    return Report(out, tables, markdown, files)
+    markdown = all_tables(tables.runs, tables.prompts)
+    best = best_shapes(tables.runs, tables.prompts)
+    pairs = all_pairs(best, tables.runs, tables.prompts)
+    markdown["pairs"] = pairs_markdown(best, pairs)
+    extra = {"greedy": greedy_table(tables.runs, tables.prompts), "selection": selection_table(tables.runs)}
+    markdown.update({name: text for name, text in extra.items() if text})
+    rankings = []
+    for keys, lines in ranking_lines(best, pairs).items():
+        rankings += [f"{setting_title(dict(zip(SETTING, keys)))}; {KINDS[keys[-1]][0]}:", *(f"  {x}" for x in lines)]
+    if len(pairs):
+        pairs.to_csv(out / "pairs.csv", index=False)
+    files = (write_tables(tables, out) + ([out / "pairs.csv"] if len(pairs) else []) + write_markdown(markdown, out)
+             + write_figures(tables, out))
+    return Report(out, tables, markdown, pairs, rankings, files)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -79,7 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    print("\n".join(report.markdown.values()))
+    print("\n".join(report.markdown[name] for name in report.markdown if name != "pairs"))
+    if report.rankings:
+        print("Rankings (Holm-adjusted p of each gap; details in table_pairs.md):\n" + "\n".join(report.rankings))
     print(f"report ({len(report.tables.runs)} runs, {len(report.files)} files): {report.out.resolve()}")
     return 0
 

@@ -1,47 +1,40 @@
 """Markdown tables: per (model pair, dataset, sampling setting) and budget kind, methods x budget points.
 
-Protocol: runs are first averaged over seeds per tree shape; where several shapes of one method meet a budget point,
-the shape with the highest block efficiency represents the method there (and is labelled so); the MBSU and
-token-rate tables show that same shape. AR drafts nothing, so its single value fills every budget point.
+Protocol: runs on tuning prompts (summary `selection.role == "tune"`) only choose shapes and never appear in these
+tables. The remaining runs are averaged over seeds per tree shape. Where one method has one shape at a budget
+point, that shape is the cell. Where the runner selected shapes on tuning prompts (`selection.role == "eval"`), the
+cell is the shape ranked first there (`selection.rank`, else the best of the evaluated ones), labelled "tuned".
+Otherwise, where several shapes meet the point, the cell is the best of them on the very prompts the table reports
+(by expected block efficiency when every shape has it, else measured), labelled "best of N on these prompts":
+that choice is biased upward (winner's curse). The MBSU and token-rate tables show the same shape. AR drafts
+nothing, so its single value fills every budget point. Each cell is mean ± SE over prompts.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from typing import Any
 
+import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
 from analysis.load import SETTING
+from analysis.names import KINDS, method_label, method_order, setting_title
 
-BUILTIN = ("ar", "sd", "specinfer", "spectr", "rsd_c", "rsd_s")
-LABELS = {"ar": "AR", "sd": "SD", "specinfer": "SpecInfer", "spectr": "SpecTr", "rsd_c": "RSD-C", "rsd_s": "RSD-S"}
-KINDS = {"fixed_length": ("fixed draft length", "L"), "fixed_compute": ("fixed target compute", "B")}
 METRICS = {
     "block_efficiency": "Block efficiency (generated tokens per target call)",
+    "expected_block_efficiency": "Expected block efficiency (sum over steps of the exact expected tokens emitted, "
+                                 "per target call)",
     "mbsu": "MBSU (memory-bound speed-up over AR)",
     "token_rate_ratio": "Token rate (ratio to AR, same setting and seed)",
 }
-VALUES = ("block_efficiency", "mbsu", "token_rate", "token_rate_ratio", "accuracy", "accuracy_ratio")
+DECODE_TITLE = ("Decode token rate (tokens after the first / decode seconds, prefill excluded; ratio to AR, same "
+                "setting and seed)")
+VALUES = ("block_efficiency", "expected_block_efficiency", "mbsu", "token_rate", "token_rate_ratio",
+          "decode_token_rate", "decode_token_rate_ratio", "accuracy", "accuracy_ratio")
+ERRORS = ("block_efficiency", "expected_block_efficiency", "mbsu", "token_rate_ratio", "decode_token_rate_ratio",
+          "accuracy_ratio")  # metrics that get `<m>_se` and `<m>_ci` (95% t half-width) over prompts
 POINT = (*SETTING, "budget", "x", "method")  # one table cell (per metric)
-
-
-def method_order(methods: Iterable[str]) -> list[str]:
-    """The built-in methods in paper order, then any others by name."""
-    methods = set(methods)
-    return [m for m in BUILTIN if m in methods] + sorted(methods - set(BUILTIN))
-
-
-def method_label(method: str) -> str:
-    """The display name of a method ('rsd_c' -> 'RSD-C'; unknown names unchanged)."""
-    return LABELS.get(method, method)
-
-
-def setting_title(setting: Mapping[str, Any]) -> str:
-    """A readable one-line name of a (model pair, dataset, sampling) setting."""
-    return (f"{setting['model_pair']} / {setting['dataset']} / T={setting['temperature']:g}, "
-            f"top-k={setting['top_k']}, top-p={setting['top_p']:g}, {setting['max_new_tokens']} new tokens")
 
 
 def settings(frame: pd.DataFrame) -> list[tuple[dict, pd.DataFrame]]:
@@ -49,19 +42,66 @@ def settings(frame: pd.DataFrame) -> list[tuple[dict, pd.DataFrame]]:
     return [(dict(zip(SETTING, keys)), group) for keys, group in frame.groupby(list(SETTING), sort=True)]
 
 
-def best_shapes(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per (setting, budget kind, point, method): the shape with the best seed-mean block efficiency.
+def choose(group: pd.DataFrame) -> tuple[pd.Series, str, str]:
+    """The shape that represents a method at one point, how it was chosen ('', 'tuned', 'best_of') and the words."""
+    crit = ("expected_block_efficiency" if np.isfinite(group["expected_block_efficiency"].to_numpy(float)).all()
+            else "block_efficiency")
+    crit_words = "expected block efficiency" if crit.startswith("expected") else "measured block efficiency"
+    tuned = group[group["selection_role"] == "eval"]
+    if len(tuned):
+        pick = tuned.sort_values(["selection_rank", crit], ascending=[True, False], na_position="last",
+                                 kind="stable").iloc[0]
+        by = pick["selected_by"] or "the runner's criterion"
+        words = f"selected on {int(pick['selection_prompts'])} tuning prompts by {by}"
+        if len(tuned) > 1 and not np.isfinite(pick["selection_rank"]):
+            words += f", then best of {len(tuned)} on these prompts by {crit_words} (biased upward)"
+        return pick, "tuned", words
+    pick = group.sort_values(crit, ascending=False, na_position="last", kind="stable").iloc[0]
+    if len(group) == 1:
+        return pick, "", ""
+    return pick, "best_of", f"best of {len(group)} shapes on these prompts by {crit_words} (biased upward)"
 
-    Adds `n_shapes` (shapes that met the point), `seeds` and `run_dirs` (the runs behind the chosen shape).
+
+def best_shapes(runs: pd.DataFrame, prompts: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (setting, budget kind, point, method): the shape that represents the method (module docstring).
+
+    Adds `n_shapes` (evaluated shapes that met the point), `seeds`, `run_dirs` (the runs behind the chosen shape),
+    `selection_kind` ('', 'tuned', 'best_of') and `selection` (how it was chosen, in words); with `prompts`, also
+    `<metric>_se` and `<metric>_ci` (see with_errors).
     """
+    evaluated = runs[runs["selection_role"] != "tune"]
     accepts = [c for c in runs.columns if c.startswith("accept_d")]
-    per_shape = (runs.groupby([*POINT, "shape_tag"], dropna=False, sort=False)
+    per_shape = (evaluated.groupby([*POINT, "shape_tag"], dropna=False, sort=False)
                  .agg(**{v: (v, "mean") for v in (*VALUES, *accepts)}, seeds=("seed", "nunique"),
-                      run_dirs=("run_dir", list))
+                      run_dirs=("run_dir", list), task=("task", "first"), selection_role=("selection_role", "first"),
+                      selection_rank=("selection_rank", "min"), selection_prompts=("selection_prompts", "max"),
+                      selected_by=("selected_by", "first"))
                  .reset_index())
-    per_shape["n_shapes"] = per_shape.groupby(list(POINT), dropna=False)["shape_tag"].transform("size")
-    best = per_shape.sort_values("block_efficiency", ascending=False, na_position="last", kind="stable")
-    return best.drop_duplicates(list(POINT)).sort_values(list(POINT), na_position="first").reset_index(drop=True)
+    rows = []
+    for _, group in per_shape.groupby(list(POINT), dropna=False, sort=False):
+        pick, kind, words = choose(group)
+        rows.append({**pick.to_dict(), "n_shapes": len(group), "selection_kind": kind, "selection": words})
+    best = (pd.DataFrame(rows).astype({"x": "Int64"}).sort_values(list(POINT), na_position="first")
+            .reset_index(drop=True))
+    return best if prompts is None else with_errors(best, prompts)
+
+
+def standard_error(values: pd.Series) -> tuple[float, int]:
+    """Standard error of the mean of the finite values (0 for fewer than two) and their count."""
+    finite = values[np.isfinite(values.to_numpy(float))]
+    return (float(finite.std(ddof=1) / math.sqrt(len(finite))) if len(finite) > 1 else 0.0), len(finite)
+
+
+def with_errors(best: pd.DataFrame, prompts: pd.DataFrame) -> pd.DataFrame:
+    """`best` plus `<metric>_se` (SE over the prompts of the runs behind each row, seeds pooled) and `<metric>_ci`
+    (half-width of the 95% t interval, t quantile with n - 1 degrees of freedom), per ERRORS metric."""
+    by_run = prompts.set_index("run_dir")
+    out = best.copy()
+    for metric in ERRORS:
+        errors = [standard_error(by_run.loc[dirs, metric]) for dirs in best["run_dirs"]]
+        out[f"{metric}_se"] = [se for se, _ in errors]
+        out[f"{metric}_ci"] = [se * sps.t.ppf(0.975, n - 1) if n > 1 else 0.0 for se, n in errors]
+    return out
 
 
 def fmt(value: float) -> str:
@@ -69,20 +109,42 @@ def fmt(value: float) -> str:
     return "–" if math.isnan(value) else f"{value:.2f}"
 
 
+MARKS = {"best_of": "†", "tuned": "‡"}
+
+
 def cell(row: pd.Series, metric: str) -> str:
-    """A cell's text: the value, plus '(shape, best of n shapes)' where several shapes met the point."""
-    text = fmt(row[metric])
-    return text if row["n_shapes"] == 1 else f"{text} ({row['shape_tag']}, best of {row['n_shapes']} shapes)"
+    """A cell's text: 'mean ± SE', plus '(shape, best of n†)' or '(shape, tuned‡)' where a shape was chosen."""
+    se = row.get(f"{metric}_se", math.nan)
+    text = fmt(row[metric]) + (f" ± {se:.2f}" if np.isfinite(row[metric]) and np.isfinite(se) else "")
+    if row["selection_kind"] == "best_of":
+        return f"{text} ({row['shape_tag']}, best of {row['n_shapes']}†)"
+    if row["selection_kind"] == "tuned":
+        return f"{text} ({row['shape_tag']}, tuned‡)"
+    return text
 
 
-def caption(metric: str, kind: str, seeds: int) -> str:
-    """The protocol statement under a table's heading."""
+def caption(group: pd.DataFrame, metric: str, kind: str) -> str:
+    """The protocol statement under a table's heading: what a cell is and how each chosen shape was chosen."""
     kind_name, symbol = KINDS[kind]
-    same = "" if metric == "block_efficiency" else " (this table shows that same shape)"
-    return (f"Rows: methods; columns: {kind_name} {symbol}. Each cell is the mean over {seeds} seed(s). Where several "
-            "tree shapes of one method meet a budget point, the cell shows the shape with the highest block "
-            f"efficiency, marked `(shape, best of n shapes)`{same}. AR drafts nothing: its one value fills every "
-            "budget point.")
+    seeds = int(group["seeds"].max())
+    text = (f"Rows: methods; columns: {kind_name} {symbol}. Each cell is mean ± SE over prompts (seeds pooled; "
+            f"{seeds} seed(s)). AR drafts nothing: its one value fills every budget point.")
+    drafted = group[group["budget"] == kind]
+    if (drafted["selection_kind"] == "best_of").any():
+        text += (" † several tree shapes met the point; the cell is the best of them chosen on the same prompts this "
+                 "table reports, which is biased upward (winner's curse).")
+    tuned = drafted[drafted["selection_kind"] == "tuned"]
+    if len(tuned):
+        text += f" ‡ {tuned['selection'].iloc[0]}, disjoint from the prompts this table reports."
+    if (drafted["selection_kind"] != "").any() and metric != "block_efficiency":
+        text += " The shape is the one of the block-efficiency table."
+    return text
+
+
+def token_rate_column(group: pd.DataFrame) -> str:
+    """The decode-rate ratio when every run of the table has it (prefill excluded), else the wall-clock ratio."""
+    decode = group["decode_token_rate_ratio"].to_numpy(float)
+    return "decode_token_rate_ratio" if np.isfinite(decode).all() else "token_rate_ratio"
 
 
 def markdown_table(best: pd.DataFrame, metric: str, kind: str) -> str:
@@ -106,17 +168,80 @@ def markdown_table(best: pd.DataFrame, metric: str, kind: str) -> str:
 
 
 def markdown_tables(best: pd.DataFrame, metric: str) -> str:
-    """Every (setting, budget kind) table of `metric`, each with a heading and the protocol caption."""
+    """Every (setting, budget kind) table of `metric`, each with a heading and the protocol caption.
+
+    The token-rate table shows the decode rate where every run of that table records it (and its heading says so).
+    """
     parts = []
     for setting, group in settings(best):
-        seeds = int(group["seeds"].max())
         for kind in (k for k in KINDS if (group["budget"] == k).any()):
-            heading = f"### {METRICS[metric]}: {setting_title(setting)}; {KINDS[kind][0]}"
-            parts.append(f"{heading}\n\n{caption(metric, kind, seeds)}\n\n{markdown_table(group, metric, kind)}\n")
+            shown, title = metric, METRICS[metric]
+            if metric == "token_rate_ratio" and token_rate_column(group) == "decode_token_rate_ratio":
+                shown, title = "decode_token_rate_ratio", DECODE_TITLE
+            heading = f"### {title}: {setting_title(setting)}; {KINDS[kind][0]}"
+            parts.append(f"{heading}\n\n{caption(group, shown, kind)}\n\n{markdown_table(group, shown, kind)}\n")
     return "\n".join(parts)
 
 
-def all_tables(runs: pd.DataFrame) -> dict[str, str]:
-    """Markdown text per metric of METRICS (block efficiency, MBSU, token-rate ratio)."""
-    best = best_shapes(runs)
-    return {metric: markdown_tables(best, metric) for metric in METRICS}
+def all_tables(runs: pd.DataFrame, prompts: pd.DataFrame) -> dict[str, str]:
+    """Markdown text per metric of METRICS; the expected block efficiency only where some run records it."""
+    best = best_shapes(runs, prompts)
+    metrics = [m for m in METRICS if m != "expected_block_efficiency"
+               or np.isfinite(runs["expected_block_efficiency"].to_numpy(float)).any()]
+    return {metric: markdown_tables(best, metric) for metric in metrics}
+
+
+def greedy_table(runs: pd.DataFrame, prompts: pd.DataFrame) -> str:
+    """Greedy runs against AR's greedy output on the same prompts: how many prompts diverge and where first.
+
+    Empty string when no greedy run was checked. In float32 every count should be 0 (greedy identity); in half
+    precision a verify pass over k tokens rounds differently from k one-token passes, so outputs may diverge.
+    """
+    checked = runs[runs["greedy_prompts"] > 0]
+    if checked.empty:
+        return ""
+    parts = []
+    for setting, group in settings(checked):
+        lines = [f"### Greedy output vs AR: {setting_title(setting)}", "",
+                 "Per run: prompts whose generated tokens differ from AR's (same setting and seed), the earliest "
+                 "position (0-based token index) of a difference over its prompts, and the median first-difference "
+                 "position over the prompts that differ. Per-prompt positions: `greedy_divergence` in prompts.csv.",
+                 "", "| method | shape | budget | seed | prompts differing | earliest | median |",
+                 "|---|---|---|---:|---:|---:|---:|"]
+        for _, run in group.sort_values(["budget", "x", "method", "shape_tag", "seed"], na_position="first").iterrows():
+            div = prompts.loc[prompts["run_dir"] == run["run_dir"], "greedy_divergence"].dropna()
+            earliest = "–" if div.empty else f"{int(div.min())}"
+            median = "–" if div.empty else f"{div.median():g}"
+            lines.append(f"| {method_label(run['method'])} | {run['shape_tag']} | {run['budget_value']} | "
+                         f"{run['seed']} | {run['greedy_diverged']} / {run['greedy_prompts']} | {earliest} | "
+                         f"{median} |")
+        parts.append("\n".join(lines) + "\n")
+    return "\n".join(parts)
+
+
+def selection_table(runs: pd.DataFrame) -> str:
+    """The tuning runs: per point and method, every shape's score on the tuning prompts and which ones went on to the
+    evaluation prompts. Empty string when no run was a tuning run."""
+    tune = runs[runs["selection_role"] == "tune"]
+    if tune.empty:
+        return ""
+    eval_runs = runs[runs["selection_role"] == "eval"]
+    parts = []
+    for setting, group in settings(tune):
+        lines = [f"### Shape selection on tuning prompts: {setting_title(setting)}", "",
+                 "Each tuning run's block efficiency (expected where recorded, else measured) on the tuning prompts, "
+                 "and whether that shape was then run on the evaluation prompts.", "",
+                 "| budget | method | shape | tuning prompts | selected by | expected BE | measured BE | evaluated |",
+                 "|---|---|---|---:|---|---:|---:|---|"]
+        for _, run in group.sort_values(["budget", "x", "method", "expected_block_efficiency", "block_efficiency"],
+                                        ascending=[True, True, True, False, False]).iterrows():
+            same = eval_runs[(eval_runs["method"] == run["method"]) & (eval_runs["budget"] == run["budget"])
+                             & (eval_runs["x"] == run["x"]) & (eval_runs["shape_tag"] == run["shape_tag"])]
+            for key, value in setting.items():
+                same = same[same[key] == value]
+            lines.append(f"| {run['budget_value']} | {method_label(run['method'])} | {run['shape_tag']} | "
+                         f"{run['selection_prompts'] or run['prompts']} | {run['selected_by'] or '–'} | "
+                         f"{fmt(run['expected_block_efficiency'])} | {fmt(run['block_efficiency'])} | "
+                         f"{'yes' if len(same) else 'no'} |")
+        parts.append("\n".join(lines) + "\n")
+    return "\n".join(parts)

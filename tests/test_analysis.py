@@ -13,10 +13,10 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from analysis.callback import ReportOnSweepEnd
-from analysis.figures import figures, with_errors
+from analysis.figures import figures
 from analysis.load import load
 from analysis.report import main
-from analysis.tables import all_tables, best_shapes
+from analysis.tables import all_tables, best_shapes, with_errors
 from helpers import CONF
 from rsd.metrics import summarize_records
 
@@ -37,8 +37,9 @@ def record(pid: str, accepted: list[int], wall: float, score: float, drafts_per_
 
 
 def write_run(root: Path, name: str, method: str, shape: dict, tag: str, budget: str | None, x: int | None,
-              records: list[dict], accuracy: float, sampling: dict = HOT, complete: bool = True) -> Path:
-    """A run directory as rsd.runner.execute leaves it (summary.json only if `complete`)."""
+              records: list[dict], accuracy: float, sampling: dict = HOT, complete: bool = True,
+              extra: dict | None = None) -> Path:
+    """A run directory as rsd.runner.execute leaves it (summary.json only if `complete`; `extra` joins the summary)."""
     run_dir = root / name
     run_dir.mkdir(parents=True)
     budget_cfg = None if budget is None else {
@@ -55,7 +56,7 @@ def write_run(root: Path, name: str, method: str, shape: dict, tag: str, budget:
                    "model_pair": "pairA", "dataset": "dolly_builtin", "task": "instruction", "sampling": sampling,
                    "seed": 0, "target_params": TARGET, "draft_params": draft_params,
                    **summarize_records(records, draft_params, TARGET), "accuracy": accuracy,
-                   "run_dir": str(run_dir), "config": config}
+                   "run_dir": str(run_dir), "config": config, **(extra or {})}
         (run_dir / "summary.json").write_text(json.dumps(summary))
     return run_dir
 
@@ -160,22 +161,26 @@ def test_sampling_settings_are_not_mixed(tables):
     assert cool.accuracy_ratio == pytest.approx(33 / 30)
     best = best_shapes(tables.runs)
     assert len(best[(best.method == "sd") & (best.x == 2)]) == 2  # one cell per setting, never averaged
-    text = all_tables(tables.runs)["block_efficiency"]
+    text = all_tables(tables.runs, tables.prompts)["block_efficiency"]
     assert text.count("### ") == 3  # HOT fixed_length, HOT fixed_compute, COOL fixed_length
-    cool_table = section(text, "T=0.5")
-    assert "| SD | 2.67 |" in cool_table and "| AR | 1.00 |" in cool_table and "L=3" not in cool_table
+    cool_table = section(text, "T = 0.5")
+    assert "| SD | 2.67 ± 0.00 |" in cool_table and "| AR | 1.00 ± 0.00 |" in cool_table and "L=3" not in cool_table
 
 
 def test_best_shape_is_selected_labelled_and_the_protocol_stated(tables):
-    md = all_tables(tables.runs)
-    fixed_compute = section(md["block_efficiency"], "T=1,", "fixed target compute")
-    assert "| RSD-C | 2.67 (b2-1-1, best of 2 shapes) |" in fixed_compute
-    assert "| AR | 1.00 |" in fixed_compute
-    assert "highest block efficiency" in fixed_compute and "best of n shapes" in fixed_compute
-    assert f"| RSD-C | {(8 / 3) / 1.3:.2f} (b2-1-1, best of 2 shapes) |" in md["mbsu"]
-    fixed_length = section(md["block_efficiency"], "T=1,", "fixed draft length")
-    assert "| method | L=2 | L=3 |" in fixed_length
-    assert "| AR | 1.00 | 1.00 |" in fixed_length and f"| SD | {16 / 9:.2f} | {16 / 7:.2f} |" in fixed_length
+    md = all_tables(tables.runs, tables.prompts)
+    fixed_compute = section(md["block_efficiency"], "T = 1,", "fixed target compute")
+    assert "| RSD-C | 2.67 ± 0.00 (b2-1-1, best of 2†) |" in fixed_compute
+    assert "| AR | 1.00 ± 0.00 |" in fixed_compute
+    assert "best of them chosen on the same prompts this table reports, which is biased upward" in fixed_compute
+    assert f"| RSD-C | {(8 / 3) / 1.3:.2f} ± 0.00 (b2-1-1, best of 2†) |" in md["mbsu"]
+    assert "The shape is the one of the block-efficiency table." in md["mbsu"]
+    best = one(best_shapes(tables.runs), method="rsd_c")
+    assert best.selection == "best of 2 shapes on these prompts by measured block efficiency (biased upward)"
+    fixed_length = section(md["block_efficiency"], "T = 1,", "fixed draft length")
+    assert "| method | L=2 | L=3 |" in fixed_length and "†" not in fixed_length  # one shape per point: no choice
+    assert "| AR | 1.00 ± 0.00 | 1.00 ± 0.00 |" in fixed_length
+    assert f"| SD | {16 / 9:.2f} ± 0.20 | {16 / 7:.2f} ± 0.33 |" in fixed_length
     assert "| RSD-C |" not in fixed_length
 
 
@@ -196,7 +201,9 @@ def test_figures_have_the_paper_layout(tables):
     assert len(figs) == 6  # (HOT: 2 budget kinds, COOL: 1) x (four-panel, acceptance)
     hot = "pairA_dolly_builtin_T1-k0-p1-n8"
     fixed_length = figs[f"{hot}_fixed_length"]
-    assert [ax.get_title() for ax in fixed_length.axes] == ["Block efficiency", "MBSU", "Token rate", "Accuracy"]
+    assert [ax.get_title() for ax in fixed_length.axes] == ["Block efficiency", "MBSU", "Token rate",
+                                                            "Accuracy (ROUGE-L)"]
+    assert "pairA, Dolly-style prompts, T = 1, 8 new tokens" in fixed_length._suptitle.get_text()
     for ax in fixed_length.axes:
         assert ax.get_xlabel() == "draft length L (tokens)" and ax.get_ylabel()
         assert labelled_lines(ax) == ["AR", "SD"]
@@ -206,7 +213,7 @@ def test_figures_have_the_paper_layout(tables):
     for ax in figs[f"{hot}_fixed_compute"].axes:
         assert ax.get_xlabel().startswith("target budget B") and labelled_lines(ax) == ["AR", "RSD-C"]
     [panel] = figs[f"{hot}_fixed_compute_acceptance"].axes
-    [line] = panel.lines
+    [line] = [fig_line for fig_line in panel.lines if fig_line.get_label() == "RSD-C"]
     assert line.get_label() == "RSD-C" and list(line.get_ydata()) == pytest.approx([5 / 6, 4 / 6, 1 / 6])
     assert [labelled_lines(ax) for ax in figs[f"{hot}_fixed_length_acceptance"].axes] == [["SD"], ["SD"]]
     colours = {fig_line.get_color() for f in figs.values() for ax in f.axes for fig_line in ax.lines
@@ -218,13 +225,14 @@ def test_error_bars_are_standard_errors_over_prompts(tables):
     best = with_errors(best_shapes(tables.runs), tables.prompts)
     sd2 = one(best, method="sd", x=2, temperature=1.0)
     assert sd2.block_efficiency_se == pytest.approx(abs(2.0 - 1.6) / 2)  # two prompts: |a - b| / 2
+    assert sd2.block_efficiency_ci == pytest.approx(12.706 * 0.2, rel=1e-4)  # 95% t interval, 1 degree of freedom
     assert sd2.token_rate_ratio_se == pytest.approx(abs(8.0 - 8 / 1.5) / 2 / 4)
 
 
 def test_cli_writes_tables_markdown_and_figures(sweep, tmp_path, capsys):
     assert main([str(sweep), "--out", str(tmp_path / "report")]) == 0
     out = capsys.readouterr().out
-    assert "best of 2 shapes" in out and str(tmp_path / "report") in out
+    assert "best of 2†" in out and str(tmp_path / "report") in out
     runs = pd.read_parquet(tmp_path / "report" / "runs.parquet")
     assert len(runs) == 7 and len(pd.read_csv(tmp_path / "report" / "prompts.csv")) == 14
     assert (tmp_path / "report" / "steps.parquet").exists()
@@ -236,9 +244,11 @@ def test_cli_writes_tables_markdown_and_figures(sweep, tmp_path, capsys):
 def test_callback_prints_the_report_and_survives_a_failure(tmp_path, capsys):
     ar(tmp_path / "runs", "ar", 2.0, (40.0, 60.0), 50.0)
     sd(tmp_path / "runs", "sd2", 2, ([2, 1, 1, 0], [1, 1, 1, 0, 0]), (1.0, 1.5), 55.0)
+    rsd_c(tmp_path / "runs", "b2", [2], ([2, 2, 1, 1], [2, 1, 0, 1]), 50.0)
     ReportOnSweepEnd().on_multirun_end(OmegaConf.create({"out_dir": str(tmp_path / "runs")}))
     out = capsys.readouterr().out
-    assert f"| SD | {16 / 9:.2f} |" in out and f"report: {tmp_path / 'runs' / 'report'}" in out
+    assert "Rankings" in out and "B=6: RSD-C  [ranked by measured BE]" in out  # one method at B = 6: nothing to test
+    assert f"| SD | {16 / 9:.2f} ± 0.20 |" in out and f"report: {tmp_path / 'runs' / 'report'}" in out
     assert (tmp_path / "runs" / "report" / "runs.parquet").exists()
     (tmp_path / "empty").mkdir()
     ReportOnSweepEnd().on_multirun_end(OmegaConf.create({"out_dir": str(tmp_path / "empty")}))
