@@ -349,8 +349,10 @@ def run(cfg: DictConfig | Mapping) -> list[dict]:
     plans = plan_runs(conf, inputs)
     prompt_ids, tuning_ids = [ex.id for ex in examples], [ex.id for ex in tuning]
     tuned = [complete_summary(p.run_dir, tuning_ids, quiet=True) for p in tune_plans]
+    chosen = [(p, {}) for p in plans]
     if tune_plans and all(s is not None for s in tuned):
-        plans, extra = _selected(plans, tuned, select["top"], tuning_ids)
+        chosen = _selected(plans, tuned, select["top"], tuning_ids)
+        plans = [p for p, _ in chosen]
     finished = [complete_summary(p.run_dir, prompt_ids, quiet=True) for p in plans]
     print(f"[rsd] this job plans {len(tune_plans)} tuning run(s) and {len(plans)} run(s) on the evaluation prompts; "
           f"{sum(s is not None for s in tuned + finished)} already complete", flush=True)
@@ -372,30 +374,29 @@ def run(cfg: DictConfig | Mapping) -> list[dict]:
     if run_inputs(conf, examples) != inputs:  # loading fetched a hub model: its revision now names the runs
         return run(conf)
     if tune_plans:
-        tuned = [_execute_or_record(p, pair, tune_prompts, conf, truncated, {"selection": {"role": "tune"}})
-                 for p in tune_plans]
+        tuned = [_execute_or_record(p, pair, tune_prompts, conf, truncated,
+                                    {"selection": {"role": "tune", "prompts": tuning_ids}}) for p in tune_plans]
         if any(s is None for s in tuned):
             print("[rsd] some tuning runs are held by another process: the evaluation runs of this job wait for a "
                   "rerun once they finish", flush=True)
             return []
-        plans, extra = _selected(plans, tuned, select["top"], tuning_ids)
-    else:
-        extra = {}
-    summaries = [_execute_or_record(p, pair, prompts, conf, truncated, extra) for p in plans]
+        chosen = _selected(plans, tuned, select["top"], tuning_ids)
+    summaries = [_execute_or_record(p, pair, prompts, conf, truncated, extra) for p, extra in chosen]
     return [s for s in summaries if s is not None]
 
 
 def _selected(plans: list[RunPlan], tuned: list[dict], top: int, tuning_ids: list[str]
-              ) -> tuple[list[RunPlan], dict]:
-    """The plans of the best `top` shapes by their tuning runs, and the summary entry saying how they were chosen."""
+              ) -> list[tuple[RunPlan, dict]]:
+    """The plans of the best `top` shapes by their tuning runs, each with the summary entry saying how it was chosen
+    (`rank` 1 = best on the tuning prompts)."""
     ranked = rank_shapes(tuned)
-    keep = {s["shape_tag"] for s in ranked[:top]}
-    extra = {"selection": {
-        "role": "eval", "selected_by": f"expected block efficiency on {len(tuning_ids)} tuning prompts",
-        "tuning_prompts": tuning_ids, "candidates": len(tuned),
-        "ranking": [{"shape_tag": s["shape_tag"], "expected_block_efficiency": s.get("expected_block_efficiency"),
-                     "block_efficiency": s["block_efficiency"]} for s in ranked]}}
-    return [p for p in plans if shape_tag(p.shape) in keep], extra
+    rank = {s["shape_tag"]: i for i, s in enumerate(ranked, 1)}
+    ranking = [{"shape_tag": s["shape_tag"], "expected_block_efficiency": s.get("expected_block_efficiency"),
+                "block_efficiency": s["block_efficiency"]} for s in ranked]
+    return [(p, {"selection": {"role": "eval", "prompts": tuning_ids, "rank": rank[shape_tag(p.shape)],
+                               "selected_by": f"expected block efficiency on {len(tuning_ids)} tuning prompts",
+                               "candidates": len(tuned), "ranking": ranking}})
+            for p in plans if rank[shape_tag(p.shape)] <= top]
 
 
 def _execute_or_record(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[int]]], cfg: Mapping,
