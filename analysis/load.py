@@ -1,8 +1,9 @@
 """Load run directories into tidy tables: one row per run, one per prompt, one per verification step.
 
 Run-level metrics come from each run's summary.json (written by rsd.runner.execute); per-prompt metrics are computed
-from records.jsonl with the same definitions (rsd.metrics, ALGORITHMS.md §6). Ratios are to the AR run with the same
-model pair, dataset, sampling settings and seed; per-prompt ratios divide a prompt's value by that AR run's value.
+from records.jsonl with the same definitions (rsd.metrics, docs/algorithms.md#metrics). Ratios are to the AR run with
+the same model pair, dataset, sampling settings and seed; per-prompt ratios divide a prompt's value by that AR run's
+value.
 """
 
 from __future__ import annotations
