@@ -4,6 +4,10 @@ Runs (1) the exact-enumeration oracle of its node rule under its declared candid
 Monte Carlo oracle on a tiny-vocabulary model pair (first 3 tokens against the exactly enumerated target law), and
 (3) greedy identity against AR on tiny Llama and OPT pairs (and the embedded pair with --embedded). Prints the
 measured distance, the bound, the false-alarm rate and the samples used; exits 1 if any check fails.
+
+It then reports usefulness, which never changes the verdict: on the embedded SmolLM2 pair (the tiny pair when that is
+unavailable), a few short prompts, the drafter's mean accepted length and block efficiency next to SD at the same L
+and AR, with a WARNING when its acceptance is ~0 or it does not beat AR (--no-usefulness skips it).
 """
 
 from __future__ import annotations
@@ -37,11 +41,30 @@ class Check:
 
 
 @dataclass
+class Usefulness:
+    """How much a drafter helps on a real pair (reported next to the verdict, never part of it)."""
+
+    setting: str  # the pair, prompts, tokens, sampling and L the numbers were measured on
+    rows: dict[str, dict[str, float]]  # method -> mean_accepted_length, block_efficiency
+    warning: str | None
+
+    def render(self) -> str:
+        lines = [f"Usefulness (reported only, not part of the verdict): {self.setting}",
+                 f"  {'method':<16} {'mean accepted length':>20} {'block efficiency':>17}"]
+        for method, row in self.rows.items():
+            lines.append(f"  {method:<16} {row['mean_accepted_length']:>20.2f} {row['block_efficiency']:>17.2f}")
+        if self.warning:
+            lines.append(f"WARNING: {self.warning}")
+        return "\n".join(lines)
+
+
+@dataclass
 class Certificate:
     drafter: str
     shape: dict
     rule: str
     checks: list[Check]
+    usefulness: Usefulness | None = None
 
     @property
     def passed(self) -> bool:
@@ -53,6 +76,8 @@ class Certificate:
             verdict = {True: "PASS", False: "FAIL", None: "n/a "}[c.passed]
             lines.append(f"  {verdict}  {c.name:<22} {c.summary}")
         lines.append(f"RESULT: {'PASS' if self.passed else 'FAIL'}")
+        if self.usefulness is not None:
+            lines.append(self.usefulness.render())
         return "\n".join(lines)
 
 
@@ -150,14 +175,70 @@ def greedy_check(drafter: Drafter, embedded: bool, max_new_tokens: int = 24) -> 
                  {"equal": equal, "total": total})
 
 
+USEFUL_PROMPTS, USEFUL_TOKENS = 3, 24  # short on purpose: a smoke test of usefulness, not a benchmark
+USELESS_ACCEPTANCE = 0.05  # mean accepted tokens per step below this is "~0"
+AR_MARGIN = 1.05  # block efficiency below this does not beat AR (exactly 1 token per target call)
+
+
+def _load_named_pair(name: str):
+    """The model pair conf/model_pair/NAME.yaml describes."""
+    from omegaconf import OmegaConf
+
+    from rsd.models.pairs import load_pair
+
+    return load_pair(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "model_pair" / f"{name}.yaml")))
+
+
+def usefulness_check(name: str, drafter: Drafter, model_pair: str = "smollm2", prompts: int = USEFUL_PROMPTS,
+                     max_new_tokens: int = USEFUL_TOKENS) -> Usefulness | None:
+    """Mean accepted length and block efficiency of `drafter`, SD at the same L and AR, at T = 1 on the first
+    `prompts` dolly_builtin prompts; the tiny pair stands in when `model_pair` cannot be loaded. None for a drafter
+    that drafts nothing. Metrics as defined in docs/algorithms.md#metrics."""
+    from rsd.data import load_builtin
+    from rsd.drafters import SD
+    from rsd.engine import Engine
+    from rsd.models.embedded import ModelUnavailableError
+
+    depth = drafter.draft_length
+    if depth == 0:
+        return None
+    try:
+        pair, pair_note = _load_named_pair(model_pair), f"{model_pair} pair"
+    except ModelUnavailableError as err:
+        pair = _load_named_pair("tiny_llama")
+        pair_note = (f"tiny_llama pair (random weights, says little about real models; {model_pair} is unavailable: "
+                     f"{str(err).splitlines()[0]})")
+    examples = load_builtin("dolly_builtin")[:prompts]
+    sampling = SamplingParams(1.0)
+    rows = {"ar": {"mean_accepted_length": 0.0, "block_efficiency": 1.0}}  # one token per call, by definition
+    for method, d in ({f"sd (L={depth})": SD(depth), name: drafter}).items():
+        engine = Engine(pair.target, pair.draft, d, sampling, pair.eos_token_ids, pair.vocab_size)
+        outs = [engine.generate(pair.encode_prompt(ex.prompt), max_new_tokens,
+                                prompt_generator(0, ex.id, pair.target.device)) for ex in examples]
+        accepted = [a for out in outs for a in out.accepted_lengths]
+        rows[method] = {"mean_accepted_length": sum(accepted) / len(accepted),
+                        "block_efficiency": sum(len(o.new_token_ids) for o in outs) / sum(o.target_calls for o in outs)}
+    mine = rows[name]
+    problems = []
+    if mine["mean_accepted_length"] < USELESS_ACCEPTANCE:
+        problems.append(f"its acceptance is ~0 (mean accepted length {mine['mean_accepted_length']:.2f} tokens per "
+                        "step): check that it drafts the tokens it means to")
+    if mine["block_efficiency"] < AR_MARGIN:
+        problems.append(f"it does not beat AR (block efficiency {mine['block_efficiency']:.2f} < {AR_MARGIN})")
+    warning = f"{name} is lossless but useless here: " + "; ".join(problems) if problems else None
+    setting = (f"{pair_note}, {len(examples)} dolly_builtin prompts x {max_new_tokens} new tokens, T=1, L={depth} "
+               "(a short smoke test, not a benchmark)")
+    return Usefulness(setting, rows, warning)
+
+
 def certify(name: str, drafter: Drafter, samples: int = 2000, sampling: tuple[SamplingParams, ...] = MC_SAMPLING,
-            embedded: bool = False) -> Certificate:
-    """All three oracles for one drafter instance."""
+            embedded: bool = False, usefulness: bool = False) -> Certificate:
+    """All three oracles for one drafter instance; with `usefulness`, also `usefulness_check` (never the verdict)."""
     checks = [exact_check(drafter)]
     checks += [monte_carlo_check(drafter, params, samples) for params in sampling]
     checks.append(greedy_check(drafter, embedded))
     rule = drafter.rule if isinstance(drafter.rule, str) else getattr(drafter.rule, "__name__", "custom")
-    return Certificate(name, drafter.describe(), rule, checks)
+    return Certificate(name, drafter.describe(), rule, checks, usefulness_check(name, drafter) if usefulness else None)
 
 
 def compose_drafters(overrides: list[str]) -> list[tuple[str, Drafter]]:
@@ -183,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. drafter=rsd_s drafter.beam_width=2")
     ap.add_argument("--samples", type=int, default=2000, help="Monte Carlo decodes per sampling setting")
     ap.add_argument("--embedded", action="store_true", help="also check greedy identity on the embedded pair")
+    ap.add_argument("--no-usefulness", action="store_true",
+                    help=f"skip the usefulness report ({USEFUL_PROMPTS} prompts x {USEFUL_TOKENS} tokens on the "
+                         "embedded pair)")
     ap.add_argument("--json", type=Path, help="also write the certificate(s) as JSON here")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -195,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     certificates = []
     for name, drafter in drafters:
-        cert = certify(name, drafter, args.samples, embedded=args.embedded)
+        cert = certify(name, drafter, args.samples, embedded=args.embedded, usefulness=not args.no_usefulness)
         print(cert.render(), flush=True)
         certificates.append(cert)
     if args.json:

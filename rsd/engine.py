@@ -1,4 +1,4 @@
-"""The decode engine: one loop for every method (ALGORITHMS.md §4-5).
+"""The decode engine: one loop for every method (docs/algorithms.md#walk, #tree-attention).
 
 Per step: the drafter grows a DraftTree through a DraftContext (one draft forward per tree level), one target
 forward scores the uncached committed tokens plus the whole tree, `walk` applies the node rules from the root,
@@ -118,10 +118,10 @@ class DraftContext:
 
 def tree_inputs(tree: DraftTree, committed: list[int], cached: int
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Tokens, position ids and attention [q, cached + q] for [committed[cached:], tree nodes 1..n-1] (§5).
+    """Tokens, position ids and attention [q, cached + q] for [committed[cached:], tree nodes 1..n-1].
 
     Committed tokens attend causally; a tree node attends to every committed token, its ancestors and itself, at
-    position (root position + depth). The last committed token is the tree's root.
+    position (root position + depth). The last committed token is the tree's root (docs/algorithms.md#tree-attention).
     """
     n_new = len(committed) - cached
     root_col = len(committed) - 1
@@ -138,7 +138,7 @@ def tree_inputs(tree: DraftTree, committed: list[int], cached: int
 
 def walk(tree: DraftTree, q: torch.Tensor, gen: torch.Generator, eos: frozenset[int] = frozenset()
          ) -> tuple[list[int], list[int]]:
-    """Verify the tree from the root with its node rule: (accepted nodes, emitted tokens), ALGORITHMS.md §4.
+    """Verify the tree from the root with its node rule: (accepted nodes, emitted tokens), docs/algorithms.md#walk.
 
     Emits one token per accepted node plus the residual or bonus token, and stops after an accepted EOS.
     """

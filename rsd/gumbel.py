@@ -1,4 +1,5 @@
-"""Sampling without replacement by Gumbel keys: Gumbel-top-k and a stochastic beam search step (ALGORITHMS §3)."""
+"""Sampling without replacement by Gumbel keys: Gumbel-top-k and a stochastic beam search step
+(docs/algorithms.md#gumbel-top-k, #stochastic-beam-search)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def gumbel_topk(probs: torch.Tensor, k: int, gen: torch.Generator) -> list[list[
 
 
 def truncated_gumbel_shift(parent_key: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-    """G_sx = -log(exp(-G_s) - exp(-Z_s) + exp(-g_sx)) in the stable form of ALGORITHMS.md §3 (row max -> G_s)."""
+    """G_sx = -log(exp(-G_s) - exp(-Z_s) + exp(-g_sx)) in a stable form; the row max becomes G_s
+    (docs/algorithms.md#stochastic-beam-search)."""
     z = keys.max(-1, keepdim=True).values
     u = parent_key[:, None] - keys + torch.log1p(-torch.exp(keys - z))
     return parent_key[:, None] - u.clamp_min(0) - torch.log1p(torch.exp(-u.abs()))

@@ -1,4 +1,4 @@
-"""Metrics of ALGORITHMS.md §6: block efficiency, memory-bound speed-up, token rate, task scores."""
+"""Metrics of docs/algorithms.md#metrics: block efficiency, memory-bound speed-up, token rate, task scores."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Losslessness oracles (ALGORITHMS.md §8): exact enumeration at one node, whole-engine Monte Carlo, and the exact
-expected block efficiency of one step. Used by the tests and by `python -m rsd.certify`."""
+"""Losslessness oracles (docs/algorithms.md#oracles): exact enumeration at one node, whole-engine Monte Carlo,
+and the exact expected block efficiency of one step. Used by the tests and by `python -m rsd.certify`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Node rules (ALGORITHMS.md §1-2): how one tree node's ordered candidate children are verified.
+"""Node rules (docs/algorithms.md#node-rules): how one tree node's ordered candidate children are verified.
 
 A rule is a pure function `rule(q, p, candidates) -> NodeLaw`. `q` is the target's processed distribution at the
 node, `p` the exact draft distribution the candidates were drawn from, `candidates` the ordered candidate tokens.
@@ -36,7 +36,7 @@ NodeRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], NodeLaw]
 
 
 def residual(target: torch.Tensor, proposal: torch.Tensor) -> torch.Tensor:
-    """norm((target - proposal)+), falling back to `target` when the difference has no mass (§1)."""
+    """norm((target - proposal)+), or `target` when the difference has no mass (docs/algorithms.md#rejection-step)."""
     diff = (target - proposal).clamp_min(0)
     total = diff.sum()
     return diff / total if total > 0 else target
@@ -90,7 +90,7 @@ def kseq_rule(q: torch.Tensor, p: torch.Tensor, candidates: torch.Tensor) -> Nod
     rho = kseq_rho(q, p, k)
     kept = torch.minimum(p, q / rho)
     beta = kept.sum()
-    # gamma <= rho for rho >= rho*, so the residual is exact even though rho* is rounded (ALGORITHMS.md §2).
+    # gamma <= rho for rho >= rho*, so the residual is exact even though rho* is rounded (docs/algorithms.md#kseq).
     gamma = (1 - (1 - beta) ** k) / beta if beta > 0 else torch.zeros((), dtype=q.dtype)
     res = (q - gamma * kept).clamp_min(0)
     res = res / res.sum() if res.sum() > 0 else q

@@ -1,7 +1,7 @@
 """Efficiency oracles: bugs that keep every method lossless but lower its acceptance or inflate its tree.
 
 Output-law oracles cannot see these (issue 13): a draft KV cache compacted by length instead of by the accepted
-path (ALGORITHMS.md §7.6) still verifies against the laws it sampled from, and an i.i.d. trie without prefix
+path (docs/algorithms.md#pitfalls) still verifies against the laws it sampled from, and an i.i.d. trie without prefix
 sharing (§3) still verifies exactly. So these tests check the engine's own state after every `Engine.step`: both
 KV caches equal a fresh forward over the committed tokens, every recorded draft law equals a fresh sequential
 draft forward, a draft equal to the target accepts the whole tree depth every step, and the i.i.d. trie has one

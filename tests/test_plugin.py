@@ -3,11 +3,13 @@
 import sys
 
 import pytest
+import torch
 
 from helpers import ROOT, compose_cfg
 from rsd.certify import MC_SAMPLING, certify, compose_drafters
 from rsd.errors import ConfigError
 from rsd.runner import plan_runs, run
+from rsd.tree import DraftTree
 
 EXAMPLE = ROOT / "examples" / "topk_tree"
 SEARCH = f"hydra.searchpath=[file://{EXAMPLE / 'conf'}]"
@@ -33,3 +35,33 @@ def test_user_drafter_is_certified_and_runs(example_on_path, tmp_path):
 def test_user_drafter_not_importable_is_a_clear_error():
     with pytest.raises(ConfigError, match="PYTHONPATH"):
         plan_runs(compose_cfg("drafter=topk_tree", SEARCH))
+
+
+class FixedLaws:
+    """A DraftContext stand-in: every node's draft law is `law`; `max_depth` caps the levels (the last step)."""
+
+    def __init__(self, law, max_depth=None):
+        self.law, self.max_depth = law, max_depth
+
+    def probs(self, tree, nodes):
+        for v in nodes:
+            tree.draft_probs[v] = self.law
+        return self.law.expand(len(nodes), -1)
+
+
+def test_example_drafts_the_most_likely_tokens(example_on_path):
+    """Children are the b most likely token ids, most likely first (not the masses read as ids: issue 9), never a
+    zero-mass token, and no level beyond ctx.max_depth."""
+    from topk_tree import TopKTree
+
+    law = torch.tensor([0.0, 0.05, 0.5, 0.0, 0.3, 0.15])
+    tree = DraftTree.with_root(7, "onehot")
+    TopKTree([3, 1]).build(tree, FixedLaws(law))
+    assert [tree.tokens[c] for c in tree.candidates[0]] == [2, 4, 5]
+    assert [[tree.tokens[c] for c in tree.candidates[v]] for v in tree.candidates[0]] == [[2], [2], [2]]
+    tree = DraftTree.with_root(7, "onehot")
+    TopKTree([5]).build(tree, FixedLaws(law))
+    assert [tree.tokens[c] for c in tree.candidates[0]] == [2, 4, 5, 1]  # 4 tokens have mass
+    tree = DraftTree.with_root(7, "onehot")
+    TopKTree([2, 2, 2]).build(tree, FixedLaws(law, max_depth=1))
+    assert tree.depth == 1

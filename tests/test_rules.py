@@ -1,5 +1,5 @@
-"""Exact enumeration at one node (ALGORITHMS §8): every rule's output law equals q to 1e-12, and the pitfalls of §7
-(fixed p for distinct drafts; token-id order) fail the same oracle — proof that it can fail."""
+"""Exact enumeration at one node (docs/algorithms.md#oracles): every rule's output law equals q to 1e-12, and the
+pitfalls (fixed p for distinct drafts; token-id order) fail the same oracle — proof that it can fail."""
 
 import itertools
 
@@ -70,7 +70,7 @@ def test_onehot_rule_is_exact_for_deterministic_distinct_candidates():
         assert torch.allclose(law, q, atol=1e-12, rtol=0)
 
 
-# --- pitfalls (ALGORITHMS §7): each must fail the oracle ------------------------------------------------------------
+# --- pitfalls (docs/algorithms.md#pitfalls): each must fail the oracle ------------------------------------------------
 
 def fixed_p_rule(q, p, candidates):
     """Pitfall 1: SpecInfer's update (fixed p) applied to without-replacement candidates."""

@@ -1,5 +1,6 @@
-"""A tree forward (one call, tree mask, explicit positions) equals sequential root-to-node forwards (ALGORITHMS §5),
-and compacting the cache to the accepted path leaves it equal to a fresh sequential run (§7.6)."""
+"""A tree forward (one call, tree mask, explicit positions) equals sequential root-to-node forwards
+(docs/algorithms.md#tree-attention), and compacting the cache to the accepted path leaves it equal to a fresh
+sequential run (docs/algorithms.md#pitfalls, 6)."""
 
 import pytest
 import torch
@@ -96,7 +97,8 @@ def test_draft_levels_equal_sequential(arch):
 
 
 def test_bool_mask_would_be_wrong_under_eager():
-    """Why the adapter converts to an additive float mask: eager attention ignores a boolean tree mask (§7.5)."""
+    """Why the adapter converts to an additive float mask: eager attention ignores a boolean tree mask
+    (docs/algorithms.md#pitfalls, 5)."""
     target, _ = tiny_pair("llama", VOCAB, attn_implementation="eager")
     prompt = [5, 9, 2, 7, 11]
     tree = branching_tree(prompt[-1])

@@ -1,8 +1,8 @@
 """A user drafter living outside rsd: a deterministic top-b tree (EAGLE-style), verified by the one-hot rule.
 
 Each node at depth l-1 gets the b_l most likely draft tokens as children, most likely first. The candidates are a
-deterministic function of the context, so the RSD rule with a one-hot draft (ALGORITHMS.md §2, "deterministic
-distinct candidates") verifies them exactly: accept c with probability r(c), else drop c from r and renormalise.
+deterministic function of the context, so the one-hot rule (docs/algorithms.md#one-hot, deterministic distinct
+candidates) verifies them exactly: accept c with probability r(c), else drop c from r and renormalise.
 It reuses RSD-C's branching-vector shapes (and so its budgets) and replaces only how children are chosen.
 """
 
@@ -19,9 +19,10 @@ class TopKTree(RSDC):
 
     def build(self, tree: DraftTree, ctx) -> None:
         frontier = [0]
-        for b in self.branching:
+        for b in self.branching[: getattr(ctx, "max_depth", None)]:
             probs = ctx.probs(tree, frontier)
-            frontier = [tree.add_candidate(v, int(t)) for v, p in zip(frontier, probs)
-                        for t, mass in zip(*p.topk(b)) if mass > 0]
+            # topk returns (values, indices): the masses, then the token ids
+            frontier = [tree.add_candidate(v, int(token)) for v, p in zip(frontier, probs)
+                        for mass, token in zip(*p.topk(b)) if mass > 0]
             if not frontier:
                 return

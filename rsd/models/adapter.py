@@ -2,7 +2,8 @@
 
 A tree forward passes an additive float mask (0 / dtype min) of shape (1, 1, q, cached + q) and explicit position
 ids: a boolean mask is silently ignored by eager attention, and missing position ids give wrong Llama positions
-(ALGORITHMS.md §7.5). Keeping an accepted path is an index_select on the sequence dim of every cache layer (§7.6).
+(docs/algorithms.md#pitfalls, 5). Keeping an accepted path is an index_select on the sequence dim of every cache
+layer (pitfall 6).
 """
 
 from __future__ import annotations
