@@ -3,8 +3,8 @@
 Run-level metrics come from each run's summary.json (written by rsd.runner.execute); per-prompt metrics are computed
 from records.jsonl with the same definitions (rsd.metrics, docs/algorithms.md#metrics). Ratios are to the AR run with
 the same model pair, dtype, dataset, sampling settings and seed; per-prompt ratios divide a prompt's value by that AR
-run's value. Fields added by later versions of the runner (`expected_emitted`, `decode_token_rate`, `decode_s`, `ttft_s`,
-the summary's `selection`) are optional: without them the matching columns are NaN.
+run's value. Fields added by later versions of the runner (`expected_emitted`, `decode_token_rate`, `decode_s`,
+`ttft_s`, the summary's `selection`) are optional: without them the matching columns are NaN.
 
 Reading never crashes on one bad run: an unreadable summary, a run whose summary lacks a field, and every record line
 that does not parse are named in a warning and skipped; a prompt recorded twice is kept once (the last record, the
@@ -152,7 +152,7 @@ def run_keys(run_dir: Path, summary: Mapping[str, Any]) -> dict:
 
 
 def expected_be(record: Mapping[str, Any]) -> float:
-    """sum(expected_emitted) / target_calls (docs/algorithms.md#expected-yield); NaN when the record has no per-step expectation."""
+    """sum(expected_emitted) / target_calls (docs/algorithms.md#expected-yield); NaN without per-step expectations."""
     expected = record.get("expected_emitted")
     if expected is None or len(expected) != len(record["accepted_lengths"]):
         return NAN
