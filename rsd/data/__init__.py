@@ -188,8 +188,12 @@ def open_hub(hub_id: str, subset: str | None, split: str) -> "datasets.Dataset":
     """The split of a hub dataset (from the local cache when offline) or of a local copy (see open_local_dataset)."""
     import datasets
 
+    from rsd.models.pairs import go_offline, hub_reachable
+
     if is_local_spec(hub_id):
         return open_local_dataset(hub_id, subset, split)
+    if not hub_reachable():
+        go_offline()  # read the cache at once instead of retrying an unreachable hub for minutes
     try:
         return datasets.load_dataset(hub_id, subset, split=split)
     except Exception as err:  # datasets raises many types for "not cached and offline"
