@@ -129,8 +129,8 @@ def compose_jobs(overrides: list[str]) -> tuple[list[list[str]], list[dict], dic
                 if selection not in composed:
                     composed[selection] = compose(config_name="config", overrides=list(selection))
                 cfg = composed[selection].copy()
-                for o in parsed:
-                    if fast and o.key_or_group.split("/")[0] not in groups:
+                for o in parsed:  # hydra.* values shape the launch, not the job's config
+                    if fast and o.key_or_group.split("/")[0] not in groups and not o.key_or_group.startswith("hydra."):
                         OmegaConf.update(cfg, o.key_or_group, o.value(), force_add=o.is_add() or o.is_force_add())
                 confs.append(OmegaConf.to_container(cfg, resolve=True))
     return jobs, confs, hydra_cfg
