@@ -83,7 +83,8 @@ class SweepPlan:
     unknown_prompts: bool = False
     gpus_requested: int | None = None
     gpus_visible: int = 0
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)    # missing or not fitting: the whole sweep is refused
+    job_errors: list[str] = field(default_factory=list)  # invalid jobs: they fail alone, the others run
 
 
 @contextlib.contextmanager
@@ -293,7 +294,7 @@ def build_plan(overrides: list[str]) -> SweepPlan:
         try:
             runs = plan_runs(conf)
         except RsdError as err:
-            plan.problems.append(f"job {' '.join(job)}: {err}")
+            plan.job_errors.append(f"job {' '.join(job)}: {err}")
             continue
         ds = conf["dataset"]
         key = dataset_key(ds)
@@ -389,23 +390,27 @@ def format_plan(plan: SweepPlan) -> str:
                      f"{e.capacity:.1f} GB usable on {e.devices}")
     tokens = f"{plan.new_tokens:,}" + (" + runs over whole datasets (num_prompts=null)" if plan.unknown_prompts else "")
     lines.append(f"token budget: at most {tokens} new tokens (runs x num_prompts x max_new_tokens)")
+    if plan.job_errors:
+        lines.append(f"{len(plan.job_errors)} job(s) will fail on their config (the other jobs still run):")
+        lines += [f"  - {e}" for e in plan.job_errors]
     if plan.problems:
         lines.append(f"REFUSED: {len(plan.problems)} problem(s); nothing was launched:")
         lines += [f"  - {p}" for p in plan.problems]
     else:
-        lines.append("OK: everything needed is available and every pair fits")
+        lines.append("OK: everything needed is available and every pair fits")  # (invalid jobs aside)
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the plan of `run.py -m ARGV`; 0 when the sweep may start, 1 when it is refused, 2 for a bad config."""
+    """Print the plan of `run.py -m ARGV`; 0 when every job may start, 1 when it is refused or a job's config is
+    invalid, 2 for a bad command line."""
     try:
         plan = build_plan(list(sys.argv[1:] if argv is None else argv))
     except RsdError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(format_plan(plan))
-    return 1 if plan.problems else 0
+    return 1 if plan.problems or plan.job_errors else 0
 
 
 if __name__ == "__main__":

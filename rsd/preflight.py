@@ -7,8 +7,9 @@
 
 Before `python run.py -m ...` launches any job it builds the sweep's plan (rsd.plan): every job validated, each
 distinct model and dataset checked once (embedded, local path, cache, or a short TCP check of the hub), each pair's
-memory against the GPUs requested. It prints the number of runs planned; when anything is missing or does not fit
-it prints one message listing all of it with the fix and exits with status 2, so no job is queued.
+memory against the GPUs requested. It prints the number of runs planned; when anything is missing or does not fit it
+prints one message listing all of it with the fix and exits with status 2, so no job is queued. A job with an
+invalid config is only reported: it fails alone when launched, as before, and the other jobs keep their results.
 RSD_SKIP_PREFLIGHT=1 skips it (e.g. when only the compute nodes can see the model cache).
 """
 
@@ -36,5 +37,7 @@ class PreflightOnSweepStart(Callback):
             print("[rsd] sweep refused before launching any job (python -m rsd.plan ... prints this plan; "
                   "RSD_SKIP_PREFLIGHT=1 skips the check)", file=sys.stderr)
             sys.exit(2)
+        for err in plan.job_errors:
+            print(f"[rsd] pre-flight: will fail: {err}", file=sys.stderr)
         print(f"[rsd] pre-flight: {plan.jobs} jobs, {sum(plan.runs.values())} runs planned; every model and dataset "
               "is available")
