@@ -1,4 +1,5 @@
-"""Hydra entry point: `python run.py` (one run) and `python run.py -m ...` (sweeps). See README.md."""
+"""Hydra entry point: `python run.py` (one run), `python run.py -m ...` (sweeps) and `python run.py ... --plan` (the
+pre-flight plan of rsd/plan.py, launching nothing). See README.md."""
 
 import sys
 
@@ -26,4 +27,8 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    if "--plan" in sys.argv[1:]:  # before Hydra parses argv: print the sweep's pre-flight plan, launch nothing
+        from rsd.plan import main as plan_main
+
+        sys.exit(plan_main([a for a in sys.argv[1:] if a != "--plan"]))
     main()

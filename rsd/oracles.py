@@ -29,7 +29,7 @@ def candidate_draws(p: torch.Tensor, m: int, scheme: str) -> list[tuple[tuple[in
     if scheme == "single":
         return [((x,), float(p[x])) for x in support]
     if scheme == "iid":
-        return [(c, float(torch.prod(p[list(c)]))) for c in itertools.product(support, repeat=m)]
+        return [(c, float(torch.prod(p[list(c)].double()))) for c in itertools.product(support, repeat=m)]
     if scheme == "without_replacement":
         m = min(m, len(support))
         out = []

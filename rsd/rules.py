@@ -10,6 +10,7 @@ probability is a deterministic function of (q, p, candidates), which is what let
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -132,12 +133,18 @@ RULES: dict[str, NodeRule] = {
 
 
 def get_rule(rule: str | NodeRule) -> NodeRule:
-    """A rule by name, or the callable itself (a user drafter may supply its own)."""
-    if callable(rule):
-        return rule
-    if rule not in RULES:
-        raise KeyError(f"unknown node rule {rule!r}; known rules: {sorted(RULES)}")
-    return RULES[rule]
+    """A rule by name, or the callable itself (a user drafter may supply its own), run in float32 or wider."""
+    if not callable(rule):
+        if rule not in RULES:
+            raise KeyError(f"unknown node rule {rule!r}; known rules: {sorted(RULES)}")
+        rule = RULES[rule]
+    return functools.partial(_at_least_float32, rule)
+
+
+def _at_least_float32(rule: NodeRule, q: torch.Tensor, p: torch.Tensor, candidates: torch.Tensor) -> NodeLaw:
+    """Half-precision laws (a float16/bfloat16 model) would round ratios and residuals: upcast, never downcast."""
+    dtype = torch.promote_types(torch.promote_types(q.dtype, p.dtype), torch.float32)
+    return rule(q.to(dtype), p.to(dtype), candidates)
 
 
 def verify_node(rule: str | NodeRule, q: torch.Tensor, p: torch.Tensor, candidates: torch.Tensor,

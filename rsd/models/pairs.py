@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import torch
 
 from rsd.errors import ConfigError
 from rsd.models.adapter import CausalLM
-from rsd.models.embedded import ModelUnavailableError, embedded_draft_dir, embedded_target_dir
+from rsd.models.embedded import (
+    DRAFT_DIR,
+    ModelUnavailableError,
+    cache_root,
+    embedded_draft_dir,
+    embedded_target_dir,
+    gguf_path,
+)
 from rsd.models.tiny import CONTEXT_LENGTH, tiny_pair
 
 EMBEDDED = {"smollm2-135m-instruct": embedded_target_dir, "smollm2-draft": embedded_draft_dir}
@@ -100,6 +111,101 @@ def resolve_path(spec: str) -> str:
     return spec
 
 
+def offline() -> bool:
+    """Whether the hub is switched off (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE = 1, true, yes or on)."""
+    from huggingface_hub import constants
+
+    return constants.is_offline_mode()
+
+
+@functools.cache
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """One TCP connect to the hub endpoint (HF_ENDPOINT) with a short timeout; False when offline. Cached."""
+    if offline():
+        return False
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+def go_offline() -> None:
+    """Switch this process (and its children) to the local caches: no request, no retry, no timeout."""
+    from huggingface_hub import constants
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    constants.HF_HUB_OFFLINE = True
+    try:
+        import datasets
+
+        datasets.config.HF_HUB_OFFLINE = datasets.config.HF_DATASETS_OFFLINE = True
+    except ImportError:
+        pass
+
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+
+
+def cached_hub_dir(repo: str, tokenizer_only: bool = False) -> Path | None:
+    """The cached snapshot of a hub repo holding config.json and weights (or only a tokenizer), or None."""
+    from huggingface_hub import try_to_load_from_cache
+
+    for name in ("tokenizer_config.json", "tokenizer.json", "config.json") if tokenizer_only else ("config.json",):
+        found = try_to_load_from_cache(repo, name)
+        if isinstance(found, str):
+            snapshot = Path(found).parent
+            return snapshot if tokenizer_only or any((snapshot / f).exists() for f in WEIGHT_FILES) else None
+    return None
+
+
+def model_status(spec: str, tokenizer_only: bool = False) -> tuple[bool, str]:
+    """(loadable now, where from), checked without loading: built in, embedded, local directory, hub cache, or the
+    hub itself when it answers (a short TCP check; never when offline)."""
+    if spec.startswith("tiny:"):
+        return True, "built from a config (no files)"
+    if spec.startswith("embedded:"):
+        name = spec.split(":", 1)[1]
+        if name == "smollm2-draft":
+            return (DRAFT_DIR / "config.json").is_file(), f"shipped in {DRAFT_DIR}"
+        if name == "smollm2-135m-instruct":
+            converted = cache_root() / "smollm2-135m-instruct"
+            if (converted / "model.safetensors").is_file():
+                return True, f"converted in {converted}"
+            try:
+                return True, f"converted on first use from {gguf_path()}"
+            except ModelUnavailableError as err:
+                return False, str(err)
+        return False, f"unknown embedded model {name!r}; known: {sorted(EMBEDDED)}"
+    path = Path(spec).expanduser()
+    if path.exists() or spec.startswith(("/", "./", "../", "~")):
+        ok = path.is_dir()
+        return ok, f"local directory {path}" if ok else f"local path {path} does not exist"
+    snapshot = cached_hub_dir(spec, tokenizer_only)
+    if snapshot is not None:
+        return True, f"hub cache {snapshot}"
+    if hub_reachable():
+        return True, "hub (reachable; downloaded on first use)"
+    return False, ("not in the hub cache and " + ("HF_HUB_OFFLINE is set" if offline() else "the hub is unreachable")
+                   + f"; get it with `hf download {spec}` on a machine with internet")
+
+
+def require_model(what: str, spec: str) -> None:
+    """Fail at once for a model that cannot be loaded (instead of minutes of hub retries); when the hub does not
+    answer but the model is cached, switch to offline mode so transformers reads the cache without retrying."""
+    if spec.startswith(("tiny:", "embedded:")):
+        return
+    ok, where = model_status(spec, tokenizer_only=what == "tokenizer")
+    if not ok:
+        raise unavailable(what, spec, FileNotFoundError(where))
+    if where.startswith("hub cache") and not hub_reachable():
+        go_offline()
+
+
 def unavailable(what: str, spec: str, err: Exception) -> ModelUnavailableError:
     """The error for a model or tokenizer that cannot be loaded, saying how to get it."""
     offline = os.environ.get("HF_HUB_OFFLINE") == "1"
@@ -110,10 +216,15 @@ def unavailable(what: str, spec: str, err: Exception) -> ModelUnavailableError:
         "target/draft to a local directory.")
 
 
-def _load_hf(spec: str, cfg: Mapping[str, Any]):
+def load_model(spec: str, cfg: Mapping[str, Any]):
+    """A transformers causal LM (hub id, local directory or `embedded:NAME`) placed by `device_map` or `device`.
+
+    `device_map` (accelerate) may be "auto", a device, or a dict module -> device ("disk" entries are offloaded to
+    `offload_folder`, default $RSD_CACHE/offload). A hub id missing from the cache fails at once (require_model).
+    """
     from transformers import AutoModelForCausalLM
 
-    key = ("hf", spec, cfg.get("dtype"), cfg.get("device"), cfg.get("device_map"), cfg.get("attn_implementation"))
+    key = ("hf", spec, cfg.get("dtype"), cfg.get("device"), repr(cfg.get("device_map")), cfg.get("attn_implementation"))
     if key in _CACHE:
         return _CACHE[key]
     path = resolve_path(spec)
@@ -121,6 +232,8 @@ def _load_hf(spec: str, cfg: Mapping[str, Any]):
                               "attn_implementation": cfg.get("attn_implementation") or "sdpa"}
     if cfg.get("device_map"):
         kwargs["device_map"] = cfg["device_map"]
+        kwargs["offload_folder"] = str(cfg.get("offload_folder") or cache_root() / "offload")
+    require_model("model", spec)
     try:
         model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     except OSError as err:
@@ -136,6 +249,7 @@ def _load_tokenizer(spec: str):
 
     key = ("tok", spec)
     if key not in _CACHE:
+        require_model("tokenizer", spec)
         try:
             _CACHE[key] = AutoTokenizer.from_pretrained(resolve_path(spec))
         except OSError as err:
@@ -195,9 +309,9 @@ def load_pair(cfg: Mapping[str, Any], need_draft: bool = True) -> ModelPair:
         if not cfg.get("draft"):
             raise ConfigError(f"model_pair {cfg['name']!r} names no draft model, which this drafter needs")
         check_same_vocabulary(tok, _load_tokenizer(cfg["draft"]), cfg["target"], cfg["draft"])
-    target_model = _load_hf(cfg["target"], cfg)
+    target_model = load_model(cfg["target"], cfg)
     if need_draft:
-        draft_model = _load_hf(cfg["draft"], cfg)
+        draft_model = load_model(cfg["draft"], cfg)
     widths = [target_model.get_output_embeddings().weight.shape[0]]
     if draft_model is not None:
         widths.append(draft_model.get_output_embeddings().weight.shape[0])

@@ -1,0 +1,137 @@
+"""Pre-flight: `python -m rsd.plan` / `run.py --plan` print what a sweep needs, the sweep callback refuses a sweep
+whose models or data are missing before any job launches, and a single job fails at once for a missing hub model."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from helpers import CONF, ROOT, compose_cfg
+from rsd.models import pairs
+from rsd.models.embedded import ModelUnavailableError
+from rsd.plan import build_plan, compose_jobs, format_plan, main, model_config
+
+PAPER = sorted(p.stem for p in (CONF / "experiment").glob("fig_*.yaml"))
+ENV = {"HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
+       "RSD_GPU_MEMORY_GB": "80"}
+
+
+@pytest.fixture(autouse=True)
+def _eighty_gb_gpus(monkeypatch):
+    monkeypatch.setenv("RSD_GPU_MEMORY_GB", "80")
+
+
+@pytest.mark.parametrize("preset", PAPER)
+def test_plan_of_every_paper_preset_marks_hub_models_missing(preset):
+    plan = build_plan([f"experiment={preset}", "drafter=ar,sd"])  # every pair and dataset, two drafters
+    text = format_plan(plan)
+    pair_names = OmegaConf.load(CONF / "experiment" / f"{preset}.yaml").hydra.sweeper.params.model_pair.split(",")
+    assert {e.name for e in plan.pairs} == set(pair_names)
+    assert plan.models and all(not m.available for m in plan.models.values())  # offline, nothing cached here
+    assert all(m.params and m.params > 6e7 for m in plan.models.values())      # counts from the paper table
+    for spec in plan.models:
+        assert f"model {spec}: not in the hub cache and HF_HUB_OFFLINE is set; get it with `hf download {spec}`" in text
+    assert all(not ok for ok, _ in plan.datasets.values()) and "--repo-type dataset" in text
+    assert "REFUSED" in text and "runs per method and budget" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", PAPER)
+def test_full_paper_preset_plans(preset):
+    plan = build_plan([f"experiment={preset}"])
+    assert plan.jobs >= 72 and sum(plan.runs.values()) > plan.jobs // 2
+
+
+def test_quickstart_plan_says_everything_is_available(capsys):
+    assert main(["experiment=quickstart"]) == 0
+    out = capsys.readouterr().out
+    assert "12 jobs -> 21 runs" in out
+    assert "available embedded:smollm2-135m-instruct" in out and "available embedded:smollm2-draft" in out
+    assert "available dolly_builtin" in out
+    assert "OK: everything needed is available and every pair fits" in out
+    assert "token budget: at most 2,016 new tokens" in out  # 21 runs x 3 prompts x 32 tokens
+
+
+def test_opt_66b_in_float16_on_one_80gb_gpu_is_refused_with_the_fix():
+    base = ["experiment=fig_opt_fixed_length", "model_pair=opt_125m_66b", "dataset=xsum", "drafter=sd",
+            "budget.draft_length=2", "hydra/launcher=slurm"]
+    one = build_plan(base + ["hydra.launcher.gpus_per_node=1"])
+    [est] = one.pairs
+    assert est.dtype == "float16" and 131 < est.weights < 132.5 and not est.fits
+    [problem] = [p for p in one.problems if p.startswith("model pair")]
+    assert "needs 13" in problem and "request 2 GPUs (hydra.launcher.gpus_per_node=2) with model_pair.device_map=auto" \
+        in problem
+    two = build_plan(base + ["hydra.launcher.gpus_per_node=2"])
+    assert two.pairs[0].fits and not [p for p in two.problems if p.startswith("model pair")]
+    single = build_plan(base + ["hydra.launcher.gpus_per_node=2", "model_pair.device_map=null"])
+    assert not single.pairs[0].fits  # without a device map the model sits on one GPU
+
+
+def test_param_counts_and_kv_from_the_table_match_the_architectures():
+    plan = build_plan(["model_pair=llama2_70b", "dataset=xsum", "drafter=sd", "hydra/launcher=slurm",
+                       "hydra.launcher.gpus_per_node=2"])
+    assert plan.models["meta-llama/Llama-2-70b-hf"].params == 68_976_648_192
+    assert plan.models["JackFram/llama-68m"].params == 68_030_208
+    [est] = plan.pairs
+    assert est.tokens == 2048  # the draft's context bounds a hub prompt of unknown length
+    # keys and values: 80 layers x 8 kv heads x 128 dims x 2 bytes x 2, plus the draft's 2 x 12 x 64 x 2 x 2
+    assert abs(est.kv - 2048 * (2 * 80 * 8 * 128 * 2 + 2 * 2 * 12 * 64 * 2) / 1e9) < 1e-9
+    assert model_config("facebook/opt-350m")[1] == "paper table"
+
+
+def test_fast_composition_equals_hydra_compose():
+    jobs, confs, _ = compose_jobs(["experiment=quickstart", "sampling.max_new_tokens=7", "+budget.shape=null"])
+    for job, conf in list(zip(jobs, confs))[::3]:
+        assert conf == OmegaConf.to_container(compose_cfg(*job), resolve=True)
+
+
+def test_model_status_sources(tmp_path, monkeypatch):
+    assert pairs.model_status("tiny:llama")[0]
+    assert pairs.model_status("embedded:smollm2-draft")[0]
+    ok, where = pairs.model_status("rsd-test/absent-model")
+    assert not ok and "HF_HUB_OFFLINE is set" in where and "hf download rsd-test/absent-model" in where
+    (tmp_path / "m").mkdir()
+    assert pairs.model_status(str(tmp_path / "m"))[0]
+    assert not pairs.model_status(str(tmp_path / "nowhere"))[0]
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(pairs, "hub_reachable", lambda: False)
+    assert "the hub is unreachable" in pairs.model_status("rsd-test/absent-model")[1]
+
+
+def test_a_single_job_fails_at_once_for_a_missing_hub_model():
+    cfg = OmegaConf.to_container(compose_cfg("model_pair=opt_125m_13b").model_pair)
+    start = time.monotonic()
+    with pytest.raises(ModelUnavailableError, match="hf download facebook/opt-13b"):
+        pairs.load_pair(cfg)
+    assert time.monotonic() - start < 5
+
+
+def test_sweep_preflight_refuses_before_any_job(tmp_path):
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "run.py", "-m", "experiment=fig_llama2_chat_fixed_length",
+                           "drafter=ar,sd", f"out_dir={tmp_path / 'out'}"], cwd=ROOT, env=ENV, capture_output=True,
+                          text=True, timeout=300)
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    err = proc.stderr
+    assert "sweep refused before launching any job" in err and "Launching" not in proc.stdout + err
+    for spec in ("meta-llama/Llama-2-7b-chat-hf", "meta-llama/Llama-2-13b-chat-hf", "meta-llama/Llama-2-70b-chat-hf",
+                 "JackFram/llama-68m"):
+        assert err.count(f"  - model {spec}:") == 1 and f"hf download {spec}" in err  # once per model, not per job
+    for ds in ("xsum", "wmt", "dolly"):
+        assert err.count(f"  - dataset {ds} (") == 1
+    assert not (tmp_path / "out").exists()
+    print(f"pre-flight refusal took {elapsed:.1f} s")
+
+
+def test_run_py_plan_flag_launches_nothing(tmp_path):
+    proc = subprocess.run([sys.executable, "run.py", "-m", "model_pair=tiny_llama", "drafter=ar,sd",
+                           f"out_dir={tmp_path / 'out'}", "--plan"], cwd=ROOT, env=ENV, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 jobs -> 2 runs" in proc.stdout and "available tiny:llama" in proc.stdout
+    assert not (tmp_path / "out").exists()
