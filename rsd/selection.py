@@ -41,9 +41,10 @@ def split_tuning(examples: Sequence[T], num_eval: int | None, num_tune: int) -> 
 
 
 def rank_shapes(summaries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Tuning-run summaries, best first: by expected block efficiency (measured when a run has no expectation)."""
-    def score(s: Mapping[str, Any]) -> float:
+    """Tuning-run summaries, best first: by expected block efficiency (measured when a run has no expectation);
+    ties go to the shape whose tag sorts first, so the choice never depends on the order runs were found in."""
+    def key(s: Mapping[str, Any]) -> tuple[float, str]:
         value = s.get("expected_block_efficiency")
-        return float(s["block_efficiency"] if value is None else value)
+        return -float(s["block_efficiency"] if value is None else value), s["shape_tag"]
 
-    return sorted(summaries, key=score, reverse=True)
+    return sorted(summaries, key=key)

@@ -79,7 +79,7 @@ def test_prompt_longer_than_context_fails_before_weights_load(tmp_path, monkeypa
 
     monkeypatch.setattr(rsd.runner, "load_pair", no_weights)
     with pytest.raises(PromptTooLongError, match="prompt 'long' has 2101 tokens"):
-        tiny_run(tmp_path, "dataset=local", f"dataset.path={path}")
+        tiny_run(tmp_path, "dataset=local", f"dataset.path={path}", "dataset.num_prompts=1")
     assert not any(tmp_path.rglob("records.jsonl"))
 
 
