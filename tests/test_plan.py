@@ -14,7 +14,9 @@ from rsd.models import pairs
 from rsd.models.embedded import ModelUnavailableError
 from rsd.plan import build_plan, compose_jobs, format_plan, main, model_config
 
-PAPER = sorted(p.stem for p in (CONF / "experiment").glob("fig_*.yaml"))
+PRESETS = sorted(p.stem for p in (CONF / "experiment").glob("fig_*.yaml"))
+EMBEDDED = [p for p in PRESETS if p.startswith("fig_smollm2")]  # the study on the embedded pair: all available
+PAPER = [p for p in PRESETS if p not in EMBEDDED]                 # the paper's hub pairs: missing offline
 ENV = {"HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
        "RSD_GPU_MEMORY_GB": "80"}
 
@@ -43,6 +45,12 @@ def test_plan_of_every_paper_preset_marks_hub_models_missing(preset):
 def test_full_paper_preset_plans(preset):
     plan = build_plan([f"experiment={preset}"])
     assert plan.jobs >= 72 and sum(plan.runs.values()) > plan.jobs // 2
+
+
+@pytest.mark.parametrize("preset", EMBEDDED)
+def test_embedded_study_presets_plan_with_everything_available(preset, capsys):
+    assert EMBEDDED and main([f"experiment={preset}", "dataset=dolly_builtin"]) == 0
+    assert "OK: everything needed is available and every pair fits" in capsys.readouterr().out
 
 
 def test_quickstart_plan_says_everything_is_available(capsys):
