@@ -139,11 +139,12 @@ class CausalLM:
     @torch.inference_mode()
     def compact(self, prefix: int, moved: torch.Tensor) -> None:
         """Keep cache entries [0, prefix) followed by the entries at `moved` (ascending, >= prefix): O(len(moved))."""
+        moved = moved.to(self.device)  # one host-to-device copy; a no-op for layers on the model's first device
         for layer in self.cache.layers:  # layers may sit on different GPUs under device_map="auto"
             if isinstance(layer, BufferLayer):
                 layer.compact(prefix, moved)
             else:
-                index = torch.cat([torch.arange(prefix), moved.cpu()]).to(layer.keys.device)
+                index = torch.cat([torch.arange(prefix, device=moved.device), moved]).to(layer.keys.device)
                 layer.keys = layer.keys.index_select(2, index)
                 layer.values = layer.values.index_select(2, index)
 
