@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -26,6 +27,9 @@ from rsd.drafters import AR, SD  # noqa: E402
 from rsd.engine import Engine  # noqa: E402
 from rsd.models.pairs import load_pair  # noqa: E402
 from rsd.sampling import SamplingParams, prompt_generator  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine  # noqa: E402
 
 
 def count_calls(model: torch.nn.Module) -> list[int]:
@@ -50,10 +54,14 @@ def run_hf(pair, prompts: list[list[int]], max_new: int, temperature: float, dra
         draft.generation_config.assistant_confidence_threshold = 0.0
         kwargs["assistant_model"] = draft
     tokens, seconds = 0, 0.0
+    with torch.inference_mode(), warnings.catch_warnings():  # untimed warm-up, like ours
+        warnings.simplefilter("ignore")
+        target.generate(torch.tensor([prompts[0]]), **{**kwargs, "max_new_tokens": 8})
     for i, ids in enumerate(prompts):
         torch.manual_seed(i)
         start = time.perf_counter()
-        with torch.inference_mode():
+        with torch.inference_mode(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # transformers' deprecation notices would break the table
             out = target.generate(torch.tensor([ids]), **kwargs)
         seconds += time.perf_counter() - start
         tokens += out.shape[1] - len(ids)
@@ -68,6 +76,7 @@ def run_rsd(pair, prompts: list[list[int]], max_new: int, temperature: float, dr
                     pair.eos_token_ids, pair.vocab_size)
     tokens = calls = 0
     seconds = 0.0
+    engine.warm_up(prompts[0])
     for i, ids in enumerate(prompts):
         out = engine.generate(ids, max_new, prompt_generator(0, str(i)))
         tokens += len(out.new_token_ids)
@@ -85,11 +94,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    import transformers
+
+    transformers.logging.set_verbosity_error()  # generate()'s notices would break the table
     pair = load_pair({"name": "smollm2", "target": "embedded:smollm2-135m-instruct",
                       "draft": "embedded:smollm2-draft", "chat": True})
     prompts = [pair.encode_prompt(ex.prompt) for ex in load_builtin(args.dataset)[: args.prompts]]
-    run_rsd(pair, prompts[:1], 8, 0.0, args.draft_length)  # warm-up
-    print(f"{args.prompts} prompts of {args.dataset}, {args.max_new_tokens} new tokens, {args.threads} thread(s), "
+    print(f"$ python {' '.join(sys.argv)}\n# {machine()}")
+    print(f"# {args.prompts} prompts of {args.dataset}, {args.max_new_tokens} new tokens, {args.threads} thread(s), "
           f"torch {torch.__version__}")
     print(f"{'setting':<22} {'rsd BE':>7} {'HF BE':>7} {'rsd tok/s':>10} {'HF tok/s':>9} {'rsd/HF':>7}")
     for temperature in (0.0, 1.0):

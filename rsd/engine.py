@@ -34,6 +34,17 @@ class Generation:
     time_draft_s: float = 0.0
     time_target_s: float = 0.0
     wall_s: float = 0.0
+    ttft_s: float = 0.0  # prefill + the first step (the first token's arrival)
+    first_step_tokens: int = 0  # tokens the first step emitted (decode rate counts the tokens after them)
+
+    @property
+    def decode_s(self) -> float:
+        """Seconds after the first step: the decode phase."""
+        return max(0.0, self.wall_s - self.ttft_s)
+
+    @property
+    def decode_tokens(self) -> int:
+        return len(self.new_token_ids) - self.first_step_tokens
 
     @property
     def time_other_s(self) -> float:
@@ -51,64 +62,101 @@ class Step:
 
 
 class _Stopwatch:
-    """Wall-clock reads that synchronise CUDA first, so GPU time lands where it is spent."""
+    """Accumulates time spans into a Generation's counters without synchronising the device.
+
+    On CPU a span is two perf_counter reads. On CUDA a span is a pair of CUDA events whose elapsed time is read in
+    `settle`, once per generation: the node rules and forwards never wait for the GPU because of the clock.
+    `now()` is the only synchronising read; the engine calls it at step boundaries only.
+    """
 
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
+        self._pending: list[tuple[str, torch.cuda.Event, torch.cuda.Event]] = []
 
     def now(self) -> float:
         if self.cuda:
             torch.cuda.synchronize()
         return time.perf_counter()
 
+    def start(self):
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def stop(self, start, out: "Generation", counter: str) -> None:
+        """Add the span since `start` to out.<counter> (deferred to `settle` on CUDA)."""
+        if self.cuda:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            self._pending.append((counter, start, end))
+        else:
+            setattr(out, counter, getattr(out, counter) + time.perf_counter() - start)
+
+    def settle(self, out: "Generation") -> None:
+        """Resolve the CUDA spans recorded so far into `out` (call after a synchronising `now()`)."""
+        for counter, start, end in self._pending:
+            setattr(out, counter, getattr(out, counter) + start.elapsed_time(end) / 1e3)
+        self._pending.clear()
+
 
 class DraftContext:
-    """What a drafter sees during one step: draft distributions of tree nodes (one draft forward per call) and rng."""
+    """What a drafter sees during one step: draft distributions of tree nodes (one draft forward per call) and rng.
+
+    `max_depth` is the deepest level the drafter may draft this step: min(L, tokens still allowed - 1), so no
+    drafted token is ever cut off by max_new_tokens. A drafter must draft at most that many levels.
+    """
 
     def __init__(self, draft: CausalLM, committed: list[int], params: SamplingParams, vocab_size: int,
-                 gen: torch.Generator, out: Generation, clock: _Stopwatch) -> None:
+                 gen: torch.Generator, out: Generation, clock: _Stopwatch, max_depth: int | None = None) -> None:
         self.draft = draft
         self.committed = committed
         self.params = params
         self.vocab_size = vocab_size
         self.gen = gen
+        self.max_depth = max_depth if max_depth is not None else 1 << 30
         self._out = out
         self._clock = clock
         self.slots: dict[int, int] = {}  # tree node -> position in the draft KV cache
+        self._anc_slots: dict[int, list[int]] = {}  # expanded node -> draft-cache slots of its tree ancestors + itself
 
     def probs(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
         """p(.|node) for each node [len(nodes), V], in one draft forward; also stored in tree.draft_probs.
 
         Call with [0] (the root) first, then level by level: every node's parent must have been expanded already.
         """
-        start = self._clock.now()
+        start = self._clock.start()
         root_slot = len(self.committed) - 1
         cached = self.draft.cached_len
         if nodes == [0]:
             tokens = torch.tensor(self.committed[cached:])
-            positions = torch.arange(cached, len(self.committed))
-            attend = torch.ones(len(tokens), cached + len(tokens), dtype=torch.bool).tril(cached)
-            logits = self.draft.forward(tokens, positions, attend)[-1:]
+            logits = self.draft.forward(tokens, torch.arange(cached, len(self.committed)), None, last=1)
             self.slots[0] = root_slot
+            self._anc_slots[0] = []
         else:
             if 0 not in self.slots or any(tree.parents[v] not in self.slots for v in nodes):
                 raise RuntimeError("DraftContext.probs: expand the root first, then the tree level by level")
+            rows = []
             for i, v in enumerate(nodes):
                 self.slots[v] = cached + i
-            anc = tree.ancestor_matrix()[nodes]
-            slot_of = torch.tensor([self.slots.get(j, -1) for j in range(len(tree))])
-            attend = torch.zeros(len(nodes), cached + len(nodes), dtype=torch.bool)
-            attend[:, : root_slot + 1] = True
-            rows, cols = anc[:, 1:].nonzero(as_tuple=True)
-            attend[rows, slot_of[cols + 1]] = True
+                self._anc_slots[v] = self._anc_slots[tree.parents[v]] + [cached + i]
+                rows.append(self._anc_slots[v])
             tokens = torch.tensor([tree.tokens[v] for v in nodes])
             positions = torch.tensor([root_slot + tree.depths[v] for v in nodes])
+            if len(nodes) == 1 and len(rows[0]) == cached + 1 - (root_slot + 1):
+                attend = None  # a chain: the node sees every cached entry, which is plain causal attention
+            else:
+                attend = torch.zeros(len(nodes), cached + len(nodes), dtype=torch.bool)
+                attend[:, : root_slot + 1] = True
+                attend[torch.tensor([i for i, r in enumerate(rows) for _ in r]),
+                       torch.tensor([s for r in rows for s in r])] = True
             logits = self.draft.forward(tokens, positions, attend)
         probs = probs_from_logits(logits[:, : self.vocab_size], self.params)
         for v, p in zip(nodes, probs):
             tree.draft_probs[v] = p
         self._out.draft_calls += 1
-        self._out.time_draft_s += self._clock.now() - start
+        self._clock.stop(start, self._out, "time_draft_s")
         return probs
 
     def sample(self, probs: torch.Tensor) -> int:
@@ -174,22 +222,57 @@ class Engine:
         self.clock = _Stopwatch(target.device)
 
     def generate(self, prompt_ids: list[int], max_new_tokens: int, gen: torch.Generator) -> Generation:
-        """Decode up to max_new_tokens after the prompt (stopping at EOS), with all randomness from `gen`."""
+        """Decode up to max_new_tokens after the prompt (stopping at EOS), with all randomness from `gen`.
+
+        The prompt (all but its last token, which is the first step's root) is prefilled into both caches first,
+        so every step is a decode step. Timing: the clock synchronises only at step boundaries; `ttft_s` is the
+        prefill plus the first step, `decode_s` the rest.
+        """
         out = Generation()
         t0 = self.clock.now()
         committed = list(prompt_ids)
         self.reset()
+        self._prefill(committed, out)
         while len(out.new_token_ids) < max_new_tokens:
-            step = self.step(committed, gen, out)
+            step = self.step(committed, gen, out, max_new_tokens - len(out.new_token_ids) - 1)
             out.accepted_lengths.append(len(step.path))
+            stop = False
             for token in step.emitted[: max_new_tokens - len(out.new_token_ids)]:
                 out.new_token_ids.append(token)
                 committed.append(token)
                 if token in self.eos:
-                    out.wall_s = self.clock.now() - t0
-                    return out
+                    stop = True
+                    break
+            if out.target_calls == 1:
+                out.ttft_s = self.clock.now() - t0
+                out.first_step_tokens = len(out.new_token_ids)
+            if stop:
+                break
         out.wall_s = self.clock.now() - t0
+        self.clock.settle(out)
         return out
+
+    def warm_up(self, prompt_ids: list[int], new_tokens: int = 8) -> None:
+        """One short untimed generation (allocator, kernels, lazy init) with a private generator: it consumes none
+        of any prompt's randomness and leaves no state behind but warm caches of the runtime."""
+        gen = torch.Generator(device=self.target.device)
+        gen.manual_seed(0x5EED)
+        self.generate(list(prompt_ids), new_tokens, gen)
+        self.reset()
+
+    def _prefill(self, committed: list[int], out: Generation) -> None:
+        """Cache committed[:-1] in the target and (if drafting) the draft, with plain causal forwards."""
+        n = len(committed) - 1
+        if n <= 0:
+            return
+        tokens, positions = torch.tensor(committed[:-1]), torch.arange(n)
+        start = self.clock.start()
+        self.target.forward(tokens, positions, None, last=1)
+        self.clock.stop(start, out, "time_target_s")
+        if self.draft is not None and self.drafter.draft_length > 0:
+            start = self.clock.start()
+            self.draft.forward(tokens, positions, None, last=1)
+            self.clock.stop(start, out, "time_draft_s")
 
     def reset(self) -> None:
         """Empty both KV caches (a new sequence)."""
@@ -197,12 +280,14 @@ class Engine:
         if self.draft is not None:
             self.draft.reset()
 
-    def step(self, committed: list[int], gen: torch.Generator, out: Generation) -> Step:
-        """Draft a tree after `committed`, verify it with one target call, compact both caches to the accepted path."""
+    def step(self, committed: list[int], gen: torch.Generator, out: Generation, max_depth: int | None = None
+             ) -> Step:
+        """Draft a tree after `committed` (at most `max_depth` levels), verify it with one target call, compact both
+        caches to the accepted path."""
         tree = DraftTree.with_root(committed[-1], self.drafter.rule)
         ctx = None
-        if self.drafter.draft_length > 0:
-            ctx = DraftContext(self.draft, committed, self.params, self.vocab_size, gen, out, self.clock)
+        if self.drafter.draft_length > 0 and (max_depth is None or max_depth > 0):
+            ctx = DraftContext(self.draft, committed, self.params, self.vocab_size, gen, out, self.clock, max_depth)
             self.drafter.build(tree, ctx)
         q = self._score(tree, committed, out)
         path, emitted = walk(tree, q, gen, self.eos)
@@ -211,20 +296,24 @@ class Engine:
 
     def _score(self, tree: DraftTree, committed: list[int], out: Generation) -> torch.Tensor:
         """One target forward over [uncached committed tokens, tree nodes]: q at every tree node [len(tree), V]."""
-        start = self.clock.now()
+        start = self.clock.start()
         cached = self.target.cached_len
         tokens, positions, attend = tree_inputs(tree, committed, cached)
-        logits = self.target.forward(tokens, positions, attend)[len(committed) - cached - 1:]
+        if len(tree) - 1 == tree.depth:
+            attend = None  # a chain (SD, AR) is plain causal attention
+        logits = self.target.forward(tokens, positions, attend, last=len(tree))
         q = probs_from_logits(logits[:, : self.vocab_size], self.params)
         out.target_calls += 1
         out.tokens_verified.append(len(tree) - 1)
-        out.time_target_s += self.clock.now() - start
+        self.clock.stop(start, out, "time_target_s")
         return q
 
     def _compact(self, tree: DraftTree, committed: list[int], path: list[int], ctx: DraftContext | None) -> None:
-        """Keep the committed prefix and the accepted path in both caches (gather, never a roll-back by length)."""
+        """Keep the committed prefix and the accepted path in both caches: the path's entries move into place
+        behind the prefix and the rest is cropped (O(path); never a roll-back by length: docs/algorithms.md#pitfalls).
+        """
         root_col = len(committed) - 1
-        self.target.keep(torch.cat([torch.arange(root_col + 1), root_col + torch.tensor(path, dtype=torch.long)]))
+        self.target.compact(root_col + 1, root_col + torch.tensor(path, dtype=torch.long))
         if ctx is not None and 0 in ctx.slots:
             drafted = [ctx.slots[v] for v in path if v in ctx.slots]
-            self.draft.keep(torch.cat([torch.arange(root_col + 1), torch.tensor(drafted, dtype=torch.long)]))
+            self.draft.compact(root_col + 1, torch.tensor(drafted, dtype=torch.long))

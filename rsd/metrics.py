@@ -81,6 +81,9 @@ def summarize_records(records: list[Mapping], draft_params: int, target_params: 
         "block_efficiency": be,
         "mbsu": mbsu(be, draft_calls / calls if calls else 0.0, draft_params, target_params),
         "token_rate": token_rate(tokens, wall),
+        # the decode phase (after each prompt's first step): ratio of sums; None for records made before it existed
+        "decode_token_rate": (token_rate(sum(r["decode_tokens"] for r in records), sum(r["decode_s"] for r in records))
+                              if records and all("decode_tokens" in r for r in records) else None),
         "wall_s": wall,
         "time_draft_s": sum(r["time_draft_s"] for r in records),
         "time_target_s": sum(r["time_target_s"] for r in records),

@@ -69,20 +69,57 @@ def specinfer_rule(q: torch.Tensor, p: torch.Tensor, candidates: torch.Tensor) -
     return NodeLaw(torch.stack(num), torch.stack(den), r)
 
 
-def kseq_rho(q: torch.Tensor, p: torch.Tensor, k: int, rounds: int = 6, points: int = 32) -> torch.Tensor:
-    """Root of f(rho) = 1 - (1 - beta(rho))^k - rho * beta(rho) on [1, k]: the upper end of the final bracket.
+def kseq_rho(q: torch.Tensor, p: torch.Tensor, k: int) -> torch.Tensor:
+    """Root rho* of f(rho) = 1 - (1 - beta(rho))^k - rho * beta(rho) on [1, k], returned as the upper end of a
+    final bracket (f <= 0) no wider than float64 rounding, rounded up to q's dtype.
 
-    Multisection (bisection evaluating `points` values of rho per round in one tensor op): f is decreasing with
-    f(1) >= 0 >= f(k), and any rho >= rho* keeps K-SEQ exact, so the bracket's upper end (f <= 0) is returned.
+    beta(rho) = sum_x min(p(x), q(x)/rho) is A + C/rho between consecutive breakpoints t_x = q(x)/p(x) (A: the p
+    mass of tokens with t_x >= rho, C: the q mass of those below). So f is evaluated at every breakpoint in (1, k)
+    at once (one sort, two cumulative sums), which finds the segment holding the root; there f has closed-form
+    coefficients and a scalar bisection finishes it. f is decreasing with f(1) >= 0 >= f(k), and any rho >= rho*
+    keeps K-SEQ exact (docs/algorithms.md#kseq), hence the upper end and the upward rounding.
     """
-    lo, hi = 1.0, float(k)
-    for _ in range(rounds):
-        rho = torch.linspace(lo, hi, points + 1, dtype=q.dtype, device=q.device)[1:]
-        beta = torch.minimum(p[None], q[None] / rho[:, None]).sum(-1)
-        f = 1 - (1 - beta) ** k - rho * beta
-        first = int((f <= 0).nonzero()[0]) if bool((f <= 0).any()) else points - 1
-        lo, hi = (lo if first == 0 else float(rho[first - 1])), float(rho[first])
-    return torch.tensor(hi, dtype=q.dtype, device=q.device)
+    if k <= 1:
+        return torch.ones((), dtype=q.dtype, device=q.device)
+    qd, pd = q.double(), p.double()
+    pos = pd > 0
+    t = torch.where(pos, qd / pd.clamp_min(1e-300), torch.zeros_like(qd))
+    below = pos & (t <= 1)  # contribute q/rho on all of [1, k]
+    above = pos & (t >= k)  # contribute p on all of [1, k]
+    mid = pos & ~below & ~above
+    ts, order = t[mid].sort()
+    qs, ps = qd[mid][order], pd[mid][order]
+    c0, a0 = qd[below].sum(), pd[above].sum()
+    # breakpoints b_0 = 1, b_i = ts[i-1], b_{m+1} = k; on [b_i, b_{i+1}] beta = A_i + C_i / rho, with
+    # A_i = a0 + sum(ps[i:]) and C_i = c0 + sum(qs[:i]) (i = 0..m).
+    zero = qd.new_zeros(1)
+    a = a0 + torch.cat([ps.flip(0).cumsum(0).flip(0), zero])
+    c = c0 + torch.cat([zero, qs.cumsum(0)])
+    b = torch.cat([qd.new_ones(1), ts, qd.new_full((1,), float(k))])
+    beta = torch.cat([a, a[-1:]]) + torch.cat([c, c[-1:]]) / b  # beta at each breakpoint (continuous there)
+    f = 1 - (1 - beta) ** k - b * beta
+    j = int((f <= 0).to(torch.uint8).argmax())  # the first breakpoint with f <= 0 (f(k) <= 0 always)
+    if j == 0:
+        return torch.ones((), dtype=q.dtype, device=q.device)
+    lo, hi = float(b[j - 1]), float(b[j])
+    a_seg, c_seg = float(a[j - 1]), float(c[j - 1])
+
+    def g(rho: float) -> float:
+        beta = a_seg + c_seg / rho
+        return 1 - (1 - beta) ** k - rho * beta
+
+    while True:
+        mid_rho = 0.5 * (lo + hi)
+        if not lo < mid_rho < hi:
+            break
+        if g(mid_rho) <= 0:
+            hi = mid_rho
+        else:
+            lo = mid_rho
+    rho = torch.tensor(hi, dtype=q.dtype, device=q.device)
+    if float(rho) < hi:  # never round below the root: rho >= rho* is what keeps the rule exact
+        rho = torch.nextafter(rho, torch.tensor(float("inf"), dtype=q.dtype, device=q.device))
+    return rho
 
 
 def kseq_rule(q: torch.Tensor, p: torch.Tensor, candidates: torch.Tensor) -> NodeLaw:

@@ -178,7 +178,20 @@ def environment() -> dict:
         "rsd_git_sha": sha, "platform": platform.platform(), "processor": platform.processor(),
         "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        **(_cuda_environment() if torch.cuda.is_available() else {}),
     }
+
+
+def _cuda_environment() -> dict:
+    """GPU name, memory, driver and CUDA runtime versions (the driver from nvidia-smi when it is on PATH)."""
+    props = torch.cuda.get_device_properties(0)
+    try:
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        driver = None
+    return {"gpu_name": props.name, "gpu_memory_gb": round(props.total_memory / 2**30, 1),
+            "gpu_count": torch.cuda.device_count(), "cuda_runtime": torch.version.cuda, "gpu_driver": driver}
 
 
 def prepare_prompts(examples: list[Example], tokenizer: Any, chat: bool, max_prompt_tokens: int | None
@@ -233,6 +246,9 @@ def decode_prompt(engine: Engine, pair: ModelPair, ex: Example, ids: list[int], 
                   draft_length: int) -> dict:
     """Generate one prompt's continuation and return its record."""
     gen = prompt_generator(cfg["seed"], ex.id, pair.target.device)
+    cuda = pair.target.device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     out = engine.generate(ids, cfg["sampling"]["max_new_tokens"], gen)
     text = pair.decode(out.new_token_ids)
     return {
@@ -242,6 +258,10 @@ def decode_prompt(engine: Engine, pair: ModelPair, ex: Example, ids: list[int], 
         "block_efficiency": len(out.new_token_ids) / out.target_calls, "wall_s": out.wall_s,
         "time_draft_s": out.time_draft_s, "time_target_s": out.time_target_s, "time_other_s": out.time_other_s,
         "draft_length": draft_length, "score": task_score(task, text, ex.reference),
+        # decode phase = after the first step; its rate counts the tokens emitted after the first step's
+        "ttft_s": out.ttft_s, "decode_s": out.decode_s, "decode_tokens": out.decode_tokens,
+        "decode_token_rate": out.decode_tokens / out.decode_s if out.decode_s > 0 else None,
+        **({"peak_gpu_memory_gb": torch.cuda.max_memory_allocated() / 2**30} if cuda else {}),
     }
 
 
@@ -292,6 +312,8 @@ def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, 
     tag = f"{plan.method} {shape_tag(plan.shape)}"
     use_bar = sys.stderr.isatty() or bool(os.environ.get("RSD_PROGRESS"))
     bar = tqdm(todo, desc=tag, unit="prompt", leave=False, disable=not use_bar)
+    if todo:
+        engine.warm_up(todo[0][1])  # untimed, its own generator: no prompt's randomness or record is touched
     for ex, ids in bar:
         record = decode_prompt(engine, pair, ex, ids, cfg, task, drafter.draft_length)
         if ex.id in truncated:

@@ -66,15 +66,43 @@ def test_counters_and_eos():
     engine = Engine(CausalLM(target), CausalLM(target), SD(4), SamplingParams(1.0), [], 64)
     out = engine.generate([1, 2, 3], 17, prompt_generator(0, "c"))
     assert len(out.new_token_ids) == 17
-    assert out.target_calls == 4 and out.draft_calls == 16  # 5 + 5 + 5 + 2 tokens: four steps of four drafts
-    assert out.tokens_verified == [4, 4, 4, 4]
-    assert out.accepted_lengths == [4, 4, 4, 4]
+    # 5 + 5 + 5 + 2 tokens: three steps of four drafts, then a last step that drafts only the one token it can emit
+    assert out.target_calls == 4 and out.draft_calls == 13
+    assert out.tokens_verified == [4, 4, 4, 1]
+    assert out.accepted_lengths == [4, 4, 4, 1]
     assert out.wall_s >= out.time_draft_s + out.time_target_s > 0
+    assert out.first_step_tokens == 5 and out.decode_tokens == 12
+    assert 0 < out.ttft_s < out.wall_s and abs(out.ttft_s + out.decode_s - out.wall_s) < 1e-12
     eos = out.new_token_ids[6]
     stopped = Engine(CausalLM(target), CausalLM(target), SD(4), SamplingParams(1.0), [eos], 64).generate(
         [1, 2, 3], 17, prompt_generator(0, "c"))
     first = out.new_token_ids.index(eos)
     assert stopped.new_token_ids == out.new_token_ids[: first + 1]
+
+
+@pytest.mark.parametrize("name", sorted(DRAFTERS))
+def test_last_step_never_drafts_past_the_end(name):
+    """With a perfect draft every drafted level is accepted, so a step's emitted count is its depth + 1: the steps'
+    counts must add up to max_new_tokens exactly, i.e. no step drafted tokens that max_new_tokens then cut off."""
+    target, _ = tiny_pair("llama", 64, seed=1)
+    engine = Engine(CausalLM(target), CausalLM(target), DRAFTERS[name](), SamplingParams(1.0), [], 64)
+    for max_new in (1, 2, 7):
+        out = engine.generate([1, 2, 3], max_new, prompt_generator(0, name))
+        assert len(out.new_token_ids) == max_new
+        assert sum(a + 1 for a in out.accepted_lengths) == max_new
+        assert max(out.tokens_verified) <= max(engine.drafter.max_tree_size, 0)
+
+
+def test_warm_up_leaves_no_trace():
+    """The untimed warm-up uses its own generator: the prompt's output and randomness are unchanged by it."""
+    target, draft = tiny_pair("llama", 64, seed=1)
+    engine = Engine(CausalLM(target), CausalLM(draft), SpecInfer(2, 3), SamplingParams(1.0), [], 64)
+    cold_gen = prompt_generator(0, "w")
+    cold = engine.generate([1, 2, 3], 20, cold_gen).new_token_ids
+    engine.warm_up([4, 5, 6])
+    warm_gen = prompt_generator(0, "w")
+    assert engine.generate([1, 2, 3], 20, warm_gen).new_token_ids == cold
+    assert torch.equal(cold_gen.get_state(), warm_gen.get_state())
 
 
 def test_ar_uses_no_draft_model():

@@ -11,7 +11,8 @@ from pathlib import Path
 from helpers import ROOT, compose_cfg
 from rsd.runner import read_records, run
 
-TIMING_KEYS = {"wall_s", "time_draft_s", "time_target_s", "time_other_s"}
+TIMING_KEYS = {"wall_s", "time_draft_s", "time_target_s", "time_other_s", "ttft_s", "decode_s", "decode_token_rate",
+               "peak_gpu_memory_gb"}
 TINY = ["model_pair=tiny_llama", "dataset=xsum_builtin", "dataset.num_prompts=6", "drafter=rsd_s"]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
 

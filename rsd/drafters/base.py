@@ -20,7 +20,8 @@ class Drafter(ABC):
     Contract (what keeps the engine lossless): every candidate list of a node is drawn from exactly the
     distribution `ctx.probs` returned for that node, by the sampling scheme the rule assumes (i.i.d. for
     `specinfer`/`kseq`, without replacement in draw order for `rsd`, a single draw for `sd`); the number and order
-    of candidates never depend on the drawn tokens' identities.
+    of candidates never depend on the drawn tokens' identities. A drafter drafts at most
+    `min(draft_length, ctx.max_depth)` levels (the last step of a generation must not draft past its end).
     """
 
     name: ClassVar[str]
@@ -41,7 +42,8 @@ class Drafter(ABC):
 
     @abstractmethod
     def build(self, tree: DraftTree, ctx: "DraftContext") -> None:
-        """Grow `tree` (holding only its root) by calling ctx.probs on the root, then level by level."""
+        """Grow `tree` (holding only its root) by calling ctx.probs on the root, then level by level, at most
+        `ctx.max_depth` levels deep."""
 
     @classmethod
     def shapes(cls, budget: Budget, params: Mapping[str, Any]) -> list[dict]:

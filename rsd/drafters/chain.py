@@ -63,5 +63,5 @@ class SD(Drafter):
 
     def build(self, tree: DraftTree, ctx: "DraftContext") -> None:
         v = 0
-        for _ in range(self.length):
+        for _ in range(min(self.length, ctx.max_depth)):
             v = tree.add_candidate(v, ctx.sample(ctx.probs(tree, [v])[0]))

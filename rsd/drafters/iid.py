@@ -45,7 +45,7 @@ class IIDTrie(Drafter):
 
     def build(self, tree: DraftTree, ctx: "DraftContext") -> None:
         at = [0] * self.k  # the trie node each sequence has reached
-        for _ in range(self.length):
+        for _ in range(min(self.length, ctx.max_depth)):
             nodes = list(dict.fromkeys(at))
             for v, p in zip(nodes, ctx.probs(tree, nodes)):
                 seqs = [s for s in range(self.k) if at[s] == v]

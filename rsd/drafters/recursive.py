@@ -54,7 +54,7 @@ class RSDC(Drafter):
 
     def build(self, tree: DraftTree, ctx: "DraftContext") -> None:
         frontier = [0]
-        for b in self.branching:
+        for b in self.branching[: ctx.max_depth]:
             draws = gumbel_topk(ctx.probs(tree, frontier), b, ctx.gen)
             frontier = [tree.add_candidate(v, token) for v, tokens in zip(frontier, draws) for token in tokens]
             if not frontier:
@@ -96,7 +96,7 @@ class RSDS(Drafter):
         beams = [0]
         phi = torch.zeros(1, dtype=torch.float64)
         key = torch.zeros(1, dtype=torch.float64)
-        for _ in range(self.length):
+        for _ in range(min(self.length, ctx.max_depth)):
             logp = ctx.probs(tree, beams).log()
             parent, token, phi, key = sbs_step(phi, key, logp, self.width, ctx.gen)
             beams = [tree.add_candidate(beams[b], t) for b, t in zip(parent.tolist(), token.tolist())]

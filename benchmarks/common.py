@@ -1,0 +1,142 @@
+"""Shared by the benchmarks: method shapes, model pairs, a per-component profiler of the engine, the machine line."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr  # noqa: E402
+from rsd.drafters.base import Drafter  # noqa: E402
+from rsd.engine import Engine  # noqa: E402
+
+# (label, drafter factory): AR, every method at L = 4 (K = W = b_1 = 3) and at B = 30 (K = W = b_1 = 6, L = 5).
+SHAPES: dict[str, Callable[[], Drafter]] = {
+    "ar": AR,
+    "sd L=4": lambda: SD(4),
+    "specinfer 3x4": lambda: SpecInfer(3, 4),
+    "spectr 3x4": lambda: SpecTr(3, 4),
+    "rsd_c 3-1-1-1": lambda: RSDC([3, 1, 1, 1]),
+    "rsd_s 3x4": lambda: RSDS(3, 4),
+    "sd L=30 (B=30)": lambda: SD(30),
+    "specinfer 6x5": lambda: SpecInfer(6, 5),
+    "spectr 6x5": lambda: SpecTr(6, 5),
+    "rsd_c 6-1-1-1-1": lambda: RSDC([6, 1, 1, 1, 1]),
+    "rsd_s 6x5": lambda: RSDS(6, 5),
+}
+
+PAIRS = {
+    "tiny": {"name": "tiny_llama", "target": "tiny:llama", "draft": "tiny:llama",
+             "tiny": {"vocab_size": 258, "seed": 0, "init_std": 0.02}},
+    "embedded": {"name": "smollm2", "target": "embedded:smollm2-135m-instruct", "draft": "embedded:smollm2-draft",
+                 "chat": True},
+}
+
+
+def machine() -> str:
+    """One line naming the hardware and software the numbers come from."""
+    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU {platform.processor() or 'unknown'}"
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"{dev}, {os.cpu_count()} cores (load {load:.1f}), {torch.get_num_threads()} torch thread(s), "
+            f"torch {torch.__version__}, python {platform.python_version()}")
+
+
+def command() -> str:
+    return "python " + " ".join(sys.argv)
+
+
+COMPONENTS = ("target_fwd", "draft_fwd", "drafting", "verify", "compact", "other")
+
+
+class Profile:
+    """Seconds per engine component, accumulated by wrappers around the engine's parts (synchronising CUDA)."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+        self.s = dict.fromkeys(("target_fwd", "draft_fwd", "build", "score", "verify", "compact", "wall"), 0.0)
+        self.steps = 0
+        self.tokens = 0
+
+    def now(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def wrap(self, obj: object, attr: str, key: str) -> None:
+        """Replace obj.attr by a timed call adding to self.s[key]."""
+        inner = getattr(obj, attr)
+
+        def timed(*args, **kwargs):
+            start = self.now()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.s[key] += self.now() - start
+
+        setattr(obj, attr, timed)
+
+    def split(self) -> dict[str, float]:
+        """ms per step of each component: forwards, drafting logic (build minus draft forwards), verification,
+        compaction, and other (target input/law preparation and the loop itself)."""
+        s, n = self.s, max(self.steps, 1)
+        parts = {"target_fwd": s["target_fwd"], "draft_fwd": s["draft_fwd"],
+                 "drafting": s["build"] - s["draft_fwd"], "verify": s["verify"], "compact": s["compact"]}
+        parts["other"] = s["wall"] - sum(parts.values())
+        return {k: 1e3 * v / n for k, v in parts.items()}
+
+    def overhead_share(self) -> float:
+        """Fraction of the step spent outside model forwards."""
+        return 1.0 - (self.s["target_fwd"] + self.s["draft_fwd"]) / self.s["wall"]
+
+
+@contextmanager
+def profiled(engine: Engine):
+    """Instrument an engine (forwards, drafter.build, verification, compaction, score) for the duration."""
+    import rsd.engine as eng
+
+    prof = Profile(engine.target.device.type == "cuda")
+    saved = []
+
+    def wrap(obj, attr, key):
+        saved.append((obj, attr, obj.__dict__.get(attr, None) if hasattr(obj, "__dict__") else None))
+        prof.wrap(obj, attr, key)
+
+    wrap(engine.target.model, "forward", "target_fwd")
+    if engine.draft is not None and engine.draft.model is not engine.target.model:
+        wrap(engine.draft.model, "forward", "draft_fwd")
+    wrap(engine.drafter, "build", "build")
+    wrap(engine, "_compact", "compact")
+    verifier = getattr(engine, "verifier", None)
+    if verifier is not None:
+        wrap(verifier, "verify", "verify")
+        old_walk = None
+    else:
+        old_walk = eng.walk
+        start_key = "verify"
+
+        def walk(*args, **kwargs):
+            start = prof.now()
+            try:
+                return old_walk(*args, **kwargs)
+            finally:
+                prof.s[start_key] += prof.now() - start
+
+        eng.walk = walk
+    try:
+        yield prof
+    finally:
+        for obj, attr, old in reversed(saved):
+            if old is None:
+                delattr(obj, attr)
+            else:
+                setattr(obj, attr, old)
+        if old_walk is not None:
+            eng.walk = old_walk
