@@ -33,6 +33,7 @@ from rsd.logger import make_logger
 from rsd.metrics import corpus_score, summarize_records, task_score
 from rsd.models.pairs import ModelPair, load_pair
 from rsd.sampling import SamplingParams, prompt_generator
+from rsd.validate import validate_config
 
 # Keys that do not change what a run computes: excluded from the run identity (and so from its directory name).
 NON_IDENTITY_KEYS = ("out_dir", "logger", "hydra", "report")
@@ -98,6 +99,7 @@ def run_dir_for(out_dir: Path, identity: Mapping[str, Any], budget: Budget | Non
 def plan_runs(cfg: DictConfig | Mapping) -> list[RunPlan]:
     """Every run a config asks for; raises ConfigError (unknown drafter, infeasible budget...) before loading models."""
     conf = to_dict(cfg)
+    validate_config(conf)
     drafter_cfg = dict(conf["drafter"])
     if "_target_" not in drafter_cfg or "name" not in drafter_cfg:
         raise ConfigError("the drafter config needs `_target_` (the class) and `name`; see conf/drafter/sd.yaml")
