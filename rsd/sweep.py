@@ -16,10 +16,12 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 def expand_jobs(overrides: list[str]) -> list[list[str]]:
     """The override list of every job `python run.py -m OVERRIDES` would launch (basic sweeper order)."""
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
-    params = {str(k): str(v) for k, v in (cfg.hydra.sweeper.params or {}).items()}
     parser = OverridesParser.create()
+    # Hydra composes only plain values: the preset's sweeper params are read with the command-line sweeps left out
+    plain = [ov.input_line for ov in parser.parse_overrides(overrides) if not ov.is_sweep_override()]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=plain, return_hydra_config=True)
+    params = {str(k): str(v) for k, v in (cfg.hydra.sweeper.params or {}).items()}
     fixed, axes = [], {}
     for ov in parser.parse_overrides([f"{k}={v}" for k, v in params.items()] + overrides):
         key = ov.get_key_element()
