@@ -1,7 +1,9 @@
 """Hydra entry point: `python run.py` (one run), `python run.py -m ...` (sweeps) and `python run.py ... --plan` (the
 pre-flight plan of rsd/plan.py, launching nothing). See README.md."""
 
+import os
 import sys
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -12,6 +14,27 @@ from rsd.errors import RsdError
 from rsd.runner import format_table, run
 
 
+def discard_hydra_output() -> None:
+    """Remove what Hydra wrote for this single run (its copies of the config and the job log), for a refused run.
+
+    Only those files are deleted, and directories only once empty, so a run sharing the directory loses nothing.
+    """
+    hc = HydraConfig.get()
+    out = Path(hc.runtime.output_dir)
+    sub = out / hc.output_subdir if hc.output_subdir else None
+    files = [sub / name for name in ("config.yaml", "hydra.yaml", "overrides.yaml")] if sub else []
+    for f in [*files, out / f"{hc.job.name}.log"]:
+        f.unlink(missing_ok=True)
+    dirs = [sub, out] if sub else [out]
+    if out.parent.name == "outputs":  # conf/config.yaml's hydra.run.dir; never a directory the user chose
+        dirs.append(out.parent)
+    for d in dirs:
+        try:
+            os.rmdir(d)
+        except OSError:
+            break
+
+
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     try:
@@ -19,6 +42,7 @@ def main(cfg: DictConfig) -> None:
     except RsdError as err:
         if HydraConfig.get().mode == RunMode.MULTIRUN:
             raise  # Hydra reports the failing job with its overrides; the sweep's other jobs keep their results
+        discard_hydra_output()
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     print(format_table(summaries))

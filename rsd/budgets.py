@@ -17,25 +17,52 @@ class InfeasibleBudgetError(ConfigError):
     """No tree shape of this drafter meets the budget (the message lists the shapes that would)."""
 
 
+class TooManyRunsError(ConfigError):
+    """A budget asks for more runs (tree shapes) than `budget.max_runs`; the message says how to narrow them."""
+
+
+# `budget.max_runs` when a budget config does not set it: one run per shape, and RSD-C at a fixed compute B has
+# hundreds of shapes at B = 30 (32,510 at B = 100), each a full run over the dataset.
+DEFAULT_MAX_RUNS = 64
+# Above this many branching vectors (e.g. B = 1000: about 8.5e9) they are counted, never listed.
+MAX_ENUMERATED_SHAPES = 100_000
+
+
+def _positive_int_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
+
+
 @dataclass(frozen=True)
 class Budget:
-    """`kind` is 'fixed_length' (uses draft_length) or 'fixed_compute' (uses target_tokens)."""
+    """`kind` is 'fixed_length' (uses draft_length) or 'fixed_compute' (uses target_tokens).
+
+    `max_depth` drops deeper shapes; `max_runs` (None: no cap) refuses a plan of more shapes than that.
+    """
 
     kind: str
     draft_length: int | None = None
     target_tokens: int | None = None
     max_depth: int | None = None
+    max_runs: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind == "fixed_length":
-            if not isinstance(self.draft_length, int) or self.draft_length < 1:
-                raise InfeasibleBudgetError(f"budget.draft_length must be a positive integer, got {self.draft_length}")
+            if not _positive_int_or_none(self.draft_length) or self.draft_length is None:
+                raise InfeasibleBudgetError(f"budget.draft_length={self.draft_length!r} must be a positive integer (L, "
+                                            "the tokens drafted per step)")
         elif self.kind == "fixed_compute":
-            if not isinstance(self.target_tokens, int) or self.target_tokens < 1:
-                raise InfeasibleBudgetError(
-                    f"budget.target_tokens must be a positive integer, got {self.target_tokens}")
+            if not _positive_int_or_none(self.target_tokens) or self.target_tokens is None:
+                raise InfeasibleBudgetError(f"budget.target_tokens={self.target_tokens!r} must be a positive integer "
+                                            "(B, the drafted tokens the target verifies per call)")
         else:
             raise InfeasibleBudgetError(f"unknown budget kind {self.kind!r}; use fixed_length or fixed_compute")
+        if not _positive_int_or_none(self.max_depth):
+            raise InfeasibleBudgetError(
+                f"budget.max_depth={self.max_depth!r} is not a valid depth limit: it drops shapes deeper than this "
+                "many levels, so it must be a positive integer (or null for no depth limit)")
+        if not _positive_int_or_none(self.max_runs):
+            raise InfeasibleBudgetError(f"budget.max_runs={self.max_runs!r} must be a positive integer (the most runs "
+                                        "one config may plan) or null for no cap")
 
     @property
     def tag(self) -> str:
@@ -43,7 +70,8 @@ class Budget:
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "Budget":
-        return cls(cfg["kind"], cfg.get("draft_length"), cfg.get("target_tokens"), cfg.get("max_depth"))
+        return cls(cfg["kind"], cfg.get("draft_length"), cfg.get("target_tokens"), cfg.get("max_depth"),
+                   cfg.get("max_runs", DEFAULT_MAX_RUNS))
 
 
 def factor_pairs(n: int) -> list[tuple[int, int]]:
@@ -51,33 +79,105 @@ def factor_pairs(n: int) -> list[tuple[int, int]]:
     return [(a, n // a) for a in range(1, n + 1) if n % a == 0]
 
 
-def branching_vectors(total: int) -> Iterator[list[int]]:
-    """Every branching vector (b_1..b_L) whose level sizes prod_{j<=l} b_j sum to `total`."""
+def _divisors_up_to(total: int) -> dict[int, list[int]]:
+    divisors: dict[int, list[int]] = {n: [] for n in range(1, total + 1)}
+    for a in range(1, total + 1):
+        for n in range(a, total + 1, a):
+            divisors[n].append(a)
+    return divisors
 
-    def grow(remaining: int, width: int) -> Iterator[list[int]]:
-        for b in range(1, remaining // width + 1):
-            level = width * b
-            if level == remaining:
-                yield [b]
-            else:
-                for rest in grow(remaining - level, level):
-                    yield [b, *rest]
 
-    yield from grow(total, 1)
+def count_branching_vectors(total: int, max_depth: int | None = None) -> int:
+    """How many vectors `branching_vectors(total, max_depth)` yields, without listing them.
+
+    Level sizes n_1 | n_2 | ... sum to `total`, so a level after one of width w is a multiple m of w that divides
+    what is left r (the levels after it are multiples of m too): ways(r, w) = sum over such m of
+    [m == r] + ways(r - m, m). Computed bottom-up (no recursion), per depth layer when the depth is limited.
+    """
+    if max_depth is not None and max_depth < total:
+        return counts_by_depth(total, max_depth)[-1]
+    divisors = _divisors_up_to(total)
+    states = [(r, w) for r in range(1, total + 1) for w in divisors[r]]
+    ways: dict[tuple[int, int], int] = {}
+    for r, w in states:  # r ascending: every ways(r - m, m) needed is already known
+        ways[r, w] = sum(1 if m == r else ways[r - m, m] for m in divisors[r] if m % w == 0)
+    return ways[total, 1]
+
+
+def counts_by_depth(total: int, max_depth: int) -> list[int]:
+    """[count_branching_vectors(total, d) for d = 1..max_depth], in one pass over the depth layers."""
+    divisors = _divisors_up_to(total)
+    states = [(r, w) for r in range(1, total + 1) for w in divisors[r]]
+    layer: dict[tuple[int, int], int] = {}  # ways with at most d more levels
+    counts = []
+    for _ in range(max_depth):
+        layer = {(r, w): sum(1 if m == r else layer.get((r - m, m), 0) for m in divisors[r] if m % w == 0)
+                 for r, w in states}
+        counts.append(layer[total, 1])
+    return counts
+
+
+def branching_vectors(total: int, max_depth: int | None = None) -> Iterator[list[int]]:
+    """Every branching vector (b_1..b_L), L <= max_depth, whose level sizes prod_{j<=l} b_j sum to `total`.
+
+    Yielded in lexicographic order, iteratively (a recursion exceeds Python's limit near total = 1000). Raises
+    TooManyRunsError, before listing any, when there are more than MAX_ENUMERATED_SHAPES of them.
+    """
+    count = count_branching_vectors(total, max_depth)
+    if count > MAX_ENUMERATED_SHAPES:
+        by_depth = ", ".join(f"<= {d}: {n:,}" for d, n in enumerate(counts_by_depth(total, 4), 1))
+        raise TooManyRunsError(
+            f"budget.target_tokens={total} has {count:,} RSD-C branching vectors (tree shapes)"
+            + (f" of depth <= {max_depth}" if max_depth else "")
+            + f", too many to plan: set budget.max_depth ({by_depth} shapes), pin one with "
+            "budget.shape='{branching:[...]}', and raise budget.max_runs if you need more runs")
+    # Depth-first over (prefix, what is left, width of the last level); children are pushed largest b first, so
+    # the smallest is expanded next (lexicographic order). A level m must divide what is left (see above).
+    stack: list[tuple[list[int], int, int]] = [([], total, 1)]
+    while stack:
+        prefix, remaining, width = stack.pop()
+        if remaining == 0:
+            yield prefix
+        elif max_depth is None or len(prefix) < max_depth:
+            stack.extend(([*prefix, b], remaining - width * b, width * b)
+                         for b in range(remaining // width, 0, -1) if remaining % (width * b) == 0)
 
 
 def select_shapes(name: str, shapes: list[dict], budget: Budget, pin: Mapping[str, Any] | None) -> list[dict]:
-    """Apply the depth limit and a pinned (partial) shape; raise with the feasible shapes if nothing is left."""
+    """Apply the depth limit and a pinned (partial) shape; raise with the feasible shapes if nothing is left, and
+    with how to narrow them if more than `budget.max_runs` are left."""
     feasible = [s for s in shapes if budget.max_depth is None or shape_depth(s) <= budget.max_depth]
     chosen = [s for s in feasible if all(_same(s.get(k), v) for k, v in (pin or {}).items())]
     if not chosen:
         listing = ", ".join(shape_tag(s) for s in feasible[:40]) + (" ..." if len(feasible) > 40 else "")
         raise InfeasibleBudgetError(
             f"drafter {name!r} has no shape meeting budget {budget.tag}"
-            + (f" with budget.shape={dict(pin)}" if pin else "")
+            + (f" with budget.shape={override_value(pin)}" if pin else "")
             + (f" and max_depth={budget.max_depth}" if budget.max_depth else "")
-            + (f"; shapes that fit: {listing}" if feasible else "; no shape fits this budget at all"))
+            + (f"; shapes that fit: {listing}" if feasible else "; no shape fits this budget at all")
+            + ("; at a fixed draft length the shape comes from the drafter's keys (e.g. drafter.num_sequences=2), "
+               "budget.shape pins one of the shapes of budget=fixed_compute" if pin and budget.kind == "fixed_length"
+               else ""))
+    if budget.max_runs is not None and len(chosen) > budget.max_runs:
+        depths = sorted({shape_depth(s) for s in chosen})[:4]
+        by_depth = ", ".join(f"<= {d}: {sum(shape_depth(s) <= d for s in chosen)}" for d in depths)
+        example = min(chosen, key=shape_depth)
+        raise TooManyRunsError(
+            f"drafter {name!r} has {len(chosen):,} shapes meeting budget {budget.tag}"
+            + (f" with max_depth={budget.max_depth}" if budget.max_depth else "")
+            + f", one run each: more than budget.max_runs={budget.max_runs}; narrow them with budget.max_depth "
+            f"({by_depth} shapes) or pin one with budget.shape='{override_value(example)}', or raise "
+            f"budget.max_runs={len(chosen)}")
     return chosen
+
+
+def override_value(value: Any) -> str:
+    """A shape (or any value) written as a Hydra override value: {branching:[2,2,1]}."""
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{k}:{override_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(override_value(v) for v in value) + "]"
+    return str(value)
 
 
 def shape_depth(shape: Mapping[str, Any]) -> int:

@@ -1,4 +1,8 @@
-"""Experiment loggers: `none` (default) and `wandb` (offline unless the user has an API key, or mode says so)."""
+"""Experiment loggers: `none` (default) and `wandb` (offline unless the user has an API key, or mode says so).
+
+A `WANDB_MODE` set in the environment always wins over `logger.mode`: a user (or a cluster's job script) who
+exported WANDB_MODE=offline or disabled must never be uploaded by a config default.
+"""
 
 from __future__ import annotations
 
@@ -37,15 +41,23 @@ def has_wandb_key() -> bool:
         return False
 
 
+def wandb_mode(configured: str | None) -> str:
+    """The wandb mode to use: $WANDB_MODE when set, else `logger.mode`, where auto means online only with a key."""
+    env = os.environ.get("WANDB_MODE")
+    if env:
+        return env
+    if configured in (None, "auto"):
+        return "online" if has_wandb_key() else "offline"
+    return configured
+
+
 class WandbLogger:
     """One wandb run per harness run: the resolved config, per-prompt metrics, and the summary."""
 
     def __init__(self, cfg: Mapping[str, Any], plan: "RunPlan") -> None:
         import wandb
 
-        mode = cfg.get("mode", "auto")
-        if mode == "auto":
-            mode = "online" if has_wandb_key() else "offline"
+        mode = wandb_mode(cfg.get("mode", "auto"))
         self.wandb = wandb
         self.run = wandb.init(
             project=cfg.get("project", "rsd"), entity=cfg.get("entity"), mode=mode, dir=str(plan.run_dir),

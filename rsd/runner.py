@@ -56,6 +56,7 @@ from rsd.store import (
     write_json_atomic,
     write_records_atomic,
 )
+from rsd.validate import validate_config
 
 # Keys that do not change what a run computes: excluded from the run identity (and so from its directory name).
 NON_IDENTITY_KEYS = ("out_dir", "logger", "hydra", "report")
@@ -142,6 +143,7 @@ def plan_runs(cfg: DictConfig | Mapping, inputs: Mapping[str, Any] | None = None
     without it the plans serve validation only (their directories leave out what the run reads).
     """
     conf = to_dict(cfg)
+    validate_config(conf)
     drafter_cfg = dict(conf["drafter"])
     if "_target_" not in drafter_cfg or "name" not in drafter_cfg:
         raise ConfigError("the drafter config needs `_target_` (the class) and `name`; see conf/drafter/sd.yaml")

@@ -17,8 +17,9 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 def expand_jobs(overrides: list[str]) -> list[list[str]]:
     """The override list of every job `python run.py -m OVERRIDES` would launch (basic sweeper order)."""
     parser = OverridesParser.create()
-    plain = [o.input_line for o in parser.parse_overrides(overrides) if not o.is_sweep_override()]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):  # compose refuses sweep values
+    # Hydra composes only plain values: the preset's sweeper params are read with the command-line sweeps left out
+    plain = [ov.input_line for ov in parser.parse_overrides(overrides) if not ov.is_sweep_override()]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=plain, return_hydra_config=True)
     params = {str(k): str(v) for k, v in (cfg.hydra.sweeper.params or {}).items()}
     fixed, axes = [], {}

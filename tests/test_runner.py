@@ -103,7 +103,7 @@ def test_hub_dataset_offline_says_what_to_do(tmp_path, monkeypatch):
 
 def test_missing_hub_model_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    with pytest.raises(ModelUnavailableError, match="huggingface-cli download"):
+    with pytest.raises(ModelUnavailableError, match="hf download"):
         run(compose_cfg(f"out_dir={tmp_path}", "model_pair.target=facebook/opt-125m",
                         "model_pair.draft=facebook/opt-125m"))
 

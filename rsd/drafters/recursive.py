@@ -47,7 +47,7 @@ class RSDC(Drafter):
         at a fixed target compute."""
         if budget.kind == "fixed_length":
             return [{"branching": [params["root_branching"]] + [1] * (budget.draft_length - 1)}]
-        return [{"branching": b} for b in branching_vectors(budget.target_tokens)]
+        return [{"branching": b} for b in branching_vectors(budget.target_tokens, budget.max_depth)]
 
     def describe(self) -> dict:
         return {**super().describe(), "branching": list(self.branching)}

@@ -23,8 +23,23 @@ class ModelUnavailableError(RsdError, RuntimeError):
 
 
 def cache_root() -> Path:
-    """Where converted models live: `$RSD_CACHE`, else `~/.cache/rsd`."""
+    """Where converted models live: `$RSD_CACHE`, else `~/.cache/rsd`.
+
+    Everything in it is created with the user's umask (umask 002 in a setgid group directory shares it with a group).
+    """
     return Path(os.environ.get("RSD_CACHE", Path.home() / ".cache" / "rsd"))
+
+
+def staging_dir(parent: Path) -> Path:
+    """A fresh directory in `parent` to convert into before an atomic rename, with the permissions a plain mkdir gets.
+
+    tempfile.mkdtemp makes it 0700, which would hide the renamed model from everyone else sharing RSD_CACHE.
+    """
+    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=".convert-"))
+    umask = os.umask(0o022)
+    os.umask(umask)
+    tmp.chmod((tmp.stat().st_mode & 0o7000) | (0o777 & ~umask))  # keep a setgid bit inherited from `parent`
+    return tmp
 
 
 def gguf_path() -> Path:
@@ -57,7 +72,7 @@ def embedded_target_dir() -> Path:
     model = LlamaForCausalLM(LlamaConfig.from_dict(config))
     model.load_state_dict(quantized.state_dict())
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".convert-"))
+    tmp = staging_dir(out.parent)
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
     shutil.rmtree(out, ignore_errors=True)

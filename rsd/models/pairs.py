@@ -207,13 +207,29 @@ def require_model(what: str, spec: str) -> None:
 
 
 def unavailable(what: str, spec: str, err: Exception) -> ModelUnavailableError:
-    """The error for a model or tokenizer that cannot be loaded, saying how to get it."""
-    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+    """The one-line error for a model or tokenizer that cannot be loaded, saying how to get it.
+
+    A spec that can only be a path (see rsd.validate.looks_like_local_path) or that exists on disk is reported as a
+    local path, never as a bad hub id; anything else gets the `hf download` command of the installed huggingface_hub.
+    """
+    from rsd.validate import looks_like_local_path
+
+    reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    path = Path(spec).expanduser()
+    if path.exists():
+        return ModelUnavailableError(f"could not load the {what} from the local directory {spec!r}: {reason}; it "
+                                     "must hold a transformers model (config.json and the weights or tokenizer files)")
+    if looks_like_local_path(spec):
+        return ModelUnavailableError(f"the {what} {spec!r} is a local path that does not exist (relative paths start "
+                                     f"in {Path.cwd()}): fix the model_pair's target/draft/tokenizer path")
+    if "hf download" in reason:  # rsd.models.pairs.model_status already said where to get it
+        return ModelUnavailableError(f"could not load the {what} {spec!r}: {reason} (gated models need `hf auth "
+                                     "login` first), or set the model_pair's target/draft to a local directory")
     return ModelUnavailableError(
-        f"could not load the {what} {spec!r}: {err}\n"
-        + ("HF_HUB_OFFLINE=1 is set and it is not in the local cache. " if offline else "")
-        + f"Download it on a machine with internet (`huggingface-cli download {spec}`) or set the model_pair's "
-        "target/draft to a local directory.")
+        f"could not load the {what} {spec!r} ({reason}); "
+        + ("HF_HUB_OFFLINE is set and it is not in the local cache; " if offline() else "")
+        + f"download it on a machine with internet (`hf download {spec}`; gated models need `hf auth login` first) "
+        "or set the model_pair's target/draft to a local directory")
 
 
 def load_model(spec: str, cfg: Mapping[str, Any]):

@@ -1,0 +1,277 @@
+"""Refuse a bad config before any model loads or any file is written.
+
+`validate_config` is the first thing `rsd.runner.plan_runs` does. Each problem raises a ConfigError whose message is
+one line: the key, the value, and what to do (README.md, Troubleshooting, lists them all).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from rsd.budgets import Budget
+from rsd.errors import ConfigError
+from rsd.metrics import TASK_METRIC
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+DTYPES = ("float32", "float16", "bfloat16", "float64")
+LOGGERS = ("none", "wandb")
+WANDB_MODES = ("auto", "online", "offline", "disabled")
+WANDB_ENV_MODES = ("online", "offline", "disabled", "shared", "dryrun", "run")  # what wandb itself accepts
+# Keys every drafter accepts, whatever its YAML declares (the verifier plug-in of INTERFACES.md).
+DRAFTER_KEYS = ("_target_", "name", "verifier")
+TINY_ARCHS = ("llama", "opt")
+
+
+def validate_config(conf: dict) -> None:
+    """Raise ConfigError for the first invalid or silently ignored setting of a resolved config (see module doc)."""
+    check_known_keys(conf)
+    _check_run(conf)
+    _check_sampling(conf["sampling"])
+    _check_dataset(conf["dataset"])
+    Budget.from_config(conf["budget"])
+    shape = conf["budget"].get("shape")
+    if shape is not None and not isinstance(shape, Mapping):
+        raise ConfigError(f"budget.shape={shape!r} must be a mapping of shape keys, e.g. "
+                          "budget=fixed_compute 'budget.shape={num_sequences:2}'")
+    _check_model_pair(conf["model_pair"])
+    _check_logger(conf.get("logger") or {})
+    check_out_dir(conf["out_dir"])
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_run(conf: Mapping[str, Any]) -> None:
+    if not _is_int(conf.get("seed")):
+        raise ConfigError(f"seed={conf.get('seed')!r} must be an integer (it seeds every prompt's randomness), "
+                          "e.g. seed=0")
+    threads = conf.get("num_threads")
+    if threads is not None and not (_is_int(threads) and threads >= 1):
+        raise ConfigError(f"num_threads={threads!r} must be a positive integer (torch threads) or null for torch's "
+                          "default")
+
+
+def _check_sampling(s: Mapping[str, Any]) -> None:
+    t = s.get("temperature")
+    if not (_is_number(t) and t >= 0):
+        raise ConfigError(f"sampling.temperature={t!r} must be a finite number >= 0 (0 is greedy, 1 samples the "
+                          "model's own distribution)")
+    k = s.get("top_k")
+    if not (_is_int(k) and k >= 0):
+        raise ConfigError(f"sampling.top_k={k!r} must be an integer >= 0 (0 disables top-k)")
+    p = s.get("top_p")
+    if not (_is_number(p) and 0 < p <= 1):
+        raise ConfigError(f"sampling.top_p={p!r} must be a number in (0, 1] (1 disables top-p)")
+    n = s.get("max_new_tokens")
+    if not (_is_int(n) and n >= 1):
+        raise ConfigError(f"sampling.max_new_tokens={n!r} must be a positive integer")
+
+
+def _check_dataset(d: Mapping[str, Any]) -> None:
+    n = d.get("num_prompts")
+    if n is not None and not (_is_int(n) and n >= 1):
+        raise ConfigError(f"dataset.num_prompts={n!r} must be a positive integer, or null for every prompt of the "
+                          "set")
+    task = d.get("task")
+    if task is not None and task not in TASK_METRIC:
+        raise ConfigError(f"dataset.task={task!r} is not a task rsd can score; use "
+                          f"{', '.join(sorted(TASK_METRIC))}, or null to skip scoring")
+
+
+def looks_like_local_path(spec: str) -> bool:
+    """True for a model spec that can only be a path: /x, ./x, ../x, ~/x, or more than one '/' (hub ids have one)."""
+    return spec.startswith(("/", "./", "../", "~")) or spec in (".", "..") or spec.count("/") > 1
+
+
+def _check_model_pair(m: Mapping[str, Any]) -> None:
+    from rsd.models.pairs import EMBEDDED
+
+    target, draft, tokenizer = m.get("target"), m.get("draft"), m.get("tokenizer")
+    if str(target).startswith("tiny:"):
+        if target.split(":", 1)[1] not in TINY_ARCHS:
+            raise ConfigError(f"model_pair.target={target!r} is not a tiny pair; use tiny:llama or tiny:opt")
+        if draft not in (None, target):
+            raise ConfigError(f"model_pair.draft={draft!r} is ignored by the tiny pair {target!r}, which builds its "
+                              "own draft: drop the override, or set model_pair.target to a real model too")
+        if tokenizer is not None:
+            raise ConfigError(f"model_pair.tokenizer={tokenizer!r} is ignored by the tiny pair {target!r}, which uses "
+                              "a byte tokenizer: drop the override")
+    elif str(draft).startswith("tiny:"):
+        raise ConfigError(f"model_pair.draft={draft!r} is a tiny model, which pairs only with a tiny target: use "
+                          "model_pair=tiny_llama or model_pair=tiny_opt")
+    for key, spec in (("target", target), ("draft", draft), ("tokenizer", tokenizer)):
+        if not isinstance(spec, str) or spec.startswith("tiny:"):
+            continue
+        if spec.startswith("embedded:"):
+            if spec.split(":", 1)[1] not in EMBEDDED:
+                raise ConfigError(f"model_pair.{key}={spec!r} is not an embedded model; use one of "
+                                  + ", ".join(f"embedded:{n}" for n in sorted(EMBEDDED)))
+        elif looks_like_local_path(spec) and not Path(spec).expanduser().exists():
+            raise ConfigError(f"model_pair.{key}={spec!r} is a local path that does not exist (relative paths start "
+                              f"in {Path.cwd()}): fix the path, or give a hub id such as facebook/opt-125m")
+    dtype = m.get("dtype")
+    if dtype is not None and dtype not in DTYPES:
+        raise ConfigError(f"model_pair.dtype={dtype!r} is not a dtype rsd loads models in; use "
+                          f"{', '.join(DTYPES)} (float16/bfloat16 on GPUs)")
+    _check_device(m.get("device"))
+
+
+def _check_device(device: Any) -> None:
+    if device in (None, "auto"):
+        return
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"model_pair.device={device!r} is not a torch device; use auto, cpu, cuda or cuda:N") \
+            from None
+    if dev.type == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0:
+            raise ConfigError(f"model_pair.device={device!r} but torch sees no CUDA device on this machine; use "
+                              "model_pair.device=auto (CUDA when there is one, else the CPU) or cpu")
+        if dev.index is not None and dev.index >= n:
+            raise ConfigError(f"model_pair.device={device!r} but torch sees {n} CUDA device(s): use cuda:0 to "
+                              f"cuda:{n - 1}, or auto")
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"model_pair.device={device!r} but MPS is not available here; use model_pair.device=auto")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"model_pair.device={device!r} is not supported; use auto, cpu, cuda or cuda:N")
+
+
+def _check_logger(lg: Mapping[str, Any]) -> None:
+    name = lg.get("name", "none")
+    if name not in LOGGERS:
+        raise ConfigError(f"logger.name={name!r} is not a logger; use logger=none or logger=wandb")
+    if name != "wandb":
+        return
+    mode = lg.get("mode", "auto")
+    if mode not in WANDB_MODES:
+        raise ConfigError(f"logger.mode={mode!r} must be one of {', '.join(WANDB_MODES)} (the WANDB_MODE environment "
+                          "variable, when set, takes precedence)")
+    env = os.environ.get("WANDB_MODE")
+    if env and env not in WANDB_ENV_MODES:
+        raise ConfigError(f"the environment variable WANDB_MODE={env!r} is not a wandb mode: set it to online, "
+                          "offline or disabled, or unset it to use logger.mode")
+
+
+def check_out_dir(out_dir: Any) -> None:
+    """`out_dir` must be a directory, or creatable, and writable: checked by creating and removing a probe."""
+    if not isinstance(out_dir, str) or not out_dir.strip():
+        raise ConfigError(f"out_dir={out_dir!r} must be a directory path, e.g. out_dir=results")
+    path = Path(out_dir).expanduser().absolute()
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        where = "is a file" if existing == path else f"cannot be created: {existing} is a file"
+        raise ConfigError(f"out_dir={out_dir!r} {where}, not a directory; choose another out_dir (results go in a "
+                          "directory tree below it)")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".rsd-write-check-", dir=existing))
+    except OSError:
+        raise ConfigError(f"out_dir={out_dir!r} is not writable (cannot create files in {existing}); choose a "
+                          "directory you can write to") from None
+
+
+# ---- keys added with `+` that no config group defines -------------------------------------------------------------
+
+
+def _schema_of(node: Any) -> dict | None:
+    """The key tree of a YAML node: a dict of sub-schemas for a mapping, None (any value) for anything else."""
+    return {str(k): _schema_of(v) for k, v in node.items()} if isinstance(node, Mapping) else None
+
+
+def _merge(schema: dict, other: dict) -> None:
+    for key, sub in other.items():
+        if key not in schema:
+            schema[key] = sub
+        elif isinstance(schema[key], dict) and isinstance(sub, dict):
+            _merge(schema[key], sub)
+        else:
+            schema[key] = None  # a mapping in one option, a plain value in another: accept any value
+
+
+@functools.cache
+def known_keys(conf_dir: Path = CONF_DIR) -> tuple[dict, dict[str, frozenset[str]], dict[str, tuple[str, ...]]]:
+    """(key tree of every config group, presets and config.yaml; drafter keys per `_target_`; drafter options per
+    drafter key)."""
+    schema: dict = {}
+    drafters: dict[str, set[str]] = {}
+    takers: dict[str, list[str]] = {}
+    for group in sorted(p for p in conf_dir.iterdir() if p.is_dir() and p.name not in ("hydra", "experiment")):
+        schema[group.name] = {}
+        for path in sorted(group.glob("*.yaml")):
+            node = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+            if group.name == "drafter":
+                drafters.setdefault(str(node.get("_target_")), set(DRAFTER_KEYS)).update(map(str, node))
+                for key in node:
+                    takers.setdefault(str(key), []).append(path.stem)
+            else:
+                _merge(schema[group.name], _schema_of(node) or {})
+    for path in [conf_dir / "config.yaml", *sorted((conf_dir / "experiment").glob("*.yaml"))]:
+        node = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        _merge(schema, _schema_of({k: v for k, v in node.items() if k not in ("defaults", "hydra", "drafter")}))
+    schema["drafter"] = None  # checked per drafter class below
+    return schema, {t: frozenset(keys) for t, keys in drafters.items()}, {k: tuple(v) for k, v in takers.items()}
+
+
+def check_known_keys(conf: Mapping[str, Any]) -> None:
+    """Refuse a key no config group defines (a typo added with `+`), suggesting the closest known key."""
+    schema, drafters, takers = known_keys()
+    _walk(conf, schema, "", schema)
+    drafter = conf.get("drafter") or {}
+    allowed = drafters.get(str(drafter.get("_target_")))
+    if allowed is None:
+        return  # a user's drafter (hydra.searchpath): its YAML is the only schema, and rsd does not see it
+    for key in drafter:
+        if key not in allowed:
+            others = ", ".join(f"drafter={name}" for name in takers.get(key, ()))
+            raise _unknown(f"drafter.{key}", sorted(allowed), schema, f"drafter {drafter.get('name')!r} takes",
+                           f"; {key} is a key of {others}" if others else "")
+
+
+def _walk(node: Mapping[str, Any], schema: dict, prefix: str, root: dict) -> None:
+    for key, value in node.items():
+        if not prefix and key == "hydra":
+            continue
+        if key not in schema:
+            raise _unknown(prefix + key, sorted(schema), root, f"{prefix.rstrip('.') or 'top-level'} keys:")
+        if isinstance(schema[key], dict) and isinstance(value, Mapping):
+            _walk(value, schema[key], f"{prefix}{key}.", root)
+
+
+def _dotted(schema: dict, prefix: str = "") -> list[str]:
+    out = []
+    for key, sub in schema.items():
+        out.append(prefix + key)
+        if isinstance(sub, dict):
+            out += _dotted(sub, f"{prefix}{key}.")
+    return out
+
+
+def _unknown(path: str, siblings: list[str], root: dict, listing: str, hint: str = "") -> ConfigError:
+    leaf = path.rsplit(".", 1)[-1]
+    parent = path[: -len(leaf)]
+    # the same key in another group first (dataset.temperature -> sampling.temperature), else the closest sibling
+    elsewhere = [k for k in _dotted(root) if k.rsplit(".", 1)[-1] == leaf and k != path]
+    close = difflib.get_close_matches(leaf, siblings, n=1, cutoff=0.6)
+    guess = elsewhere[0] if elsewhere else parent + close[0] if close else None
+    return ConfigError(f"unknown config key {path}" + (f"; did you mean {guess}?" if guess else ";")
+                       + f" {listing} {', '.join(siblings)}{hint} (a key added with + must be one the config "
+                       "defines)")
+
+
+__all__ = ["check_known_keys", "check_out_dir", "known_keys", "looks_like_local_path", "validate_config"]
