@@ -60,6 +60,9 @@ from rsd.validate import validate_config
 
 # Keys that do not change what a run computes: excluded from the run identity (and so from its directory name).
 NON_IDENTITY_KEYS = ("out_dir", "logger", "hydra", "report")
+# Budget keys that only choose which shapes run (the shape itself is in the identity): a shape run by a sweep with a
+# depth limit, a pin or a higher run cap is the same run as without them.
+SHAPE_FILTER_KEYS = ("max_depth", "max_runs", "shape")
 
 
 class PromptTooLongError(ConfigError):
@@ -111,8 +114,8 @@ def run_identity(cfg: Mapping[str, Any], method: str, shape: dict, uses_draft: b
     """
     ident = {k: v for k, v in cfg.items() if k not in NON_IDENTITY_KEYS}
     ident["drafter"] = {"name": method, "_target_": cfg["drafter"]["_target_"], "shape": shape}
-    if not uses_draft:
-        ident["budget"] = None
+    ident["budget"] = ({k: v for k, v in cfg["budget"].items() if k not in SHAPE_FILTER_KEYS} if uses_draft
+                       else None)
     if inputs is not None:
         ident["inputs"] = dict(inputs)
     return ident
@@ -378,8 +381,9 @@ def run(cfg: DictConfig | Mapping) -> list[dict]:
         chosen = _selected(plans, tuned, select["top"], tuning_ids)
         plans = [p for p, _ in chosen]
     finished = [complete_summary(p.run_dir, prompt_ids, quiet=True) for p in plans]
-    print(f"[rsd] this job plans {len(tune_plans)} tuning run(s) and {len(plans)} run(s) on the evaluation prompts; "
-          f"{sum(s is not None for s in tuned + finished)} already complete", flush=True)
+    tuning_note = f" (after {len(tune_plans)} tuning run(s) to choose them)" if tune_plans else ""
+    print(f"[rsd] this job plans {len(plans)} run(s){tuning_note}; {sum(s is not None for s in tuned + finished)} "
+          "already complete", flush=True)
     if all(s is not None for s in tuned + finished):
         for plan in tune_plans + plans:
             print(f"[rsd] done already, skipping: {plan.run_dir}", flush=True)

@@ -191,7 +191,7 @@ def test_model_files_fingerprint_follows_the_files_without_loading_them(tmp_path
     (model / "config.json").write_text('{"model_type": "llama"}')
     (model / "model.safetensors").write_bytes(b"not even safetensors")  # never read as weights
     fp = model_files_fingerprint(str(model))
-    args = ["model_pair=tiny_llama", f"model_pair.target={model}", f"out_dir={tmp_path}"]
+    args = ["model_pair=smollm2", f"model_pair.target={model}", f"out_dir={tmp_path}"]
     [before] = planned_dirs(*args)
     os.utime(model / "model.safetensors", ns=(time.time_ns(), time.time_ns() + 10**9))  # touched
     assert model_files_fingerprint(str(model)) != fp

@@ -227,7 +227,9 @@ def test_huge_budgets_are_counted_not_recursed():
     assert count_branching_vectors(100) < MAX_ENUMERATED_SHAPES  # B = 100 is listed, then capped by max_runs
 
 
-FIXED_COMPUTE = sorted(p.stem for p in (CONF / "experiment").glob("*fixed_compute.yaml"))
+# The paper's hub presets (their RSD-C runs in a second sweep at max_depth=4); the embedded study sets max_depth=5.
+FIXED_COMPUTE = sorted(p.stem for p in (CONF / "experiment").glob("*fixed_compute.yaml")
+                       if not p.stem.startswith("fig_smollm2"))
 
 
 @pytest.mark.parametrize("preset", FIXED_COMPUTE)
@@ -243,6 +245,11 @@ def test_fixed_compute_presets_plan_under_the_cap(preset):
         "kind": "fixed_compute", "target_tokens": 1}).max_runs
     with pytest.raises(TooManyRunsError, match="438 shapes"):
         plan_runs(compose_cfg(f"experiment={preset}", "drafter=rsd_c", "budget.target_tokens=30"))
+
+
+def test_embedded_study_plans_every_shape_of_depth_at_most_5_under_the_cap():
+    jobs = expand_jobs(["experiment=fig_smollm2_fixed_compute", "drafter=rsd_c", "dataset=dolly_builtin"])
+    assert [len(plan_runs(compose_cfg(*job))) for job in jobs] == [9, 16, 21, 34, 53]  # B = 6, 10, 14, 21, 30
 
 
 # ---- environment hygiene --------------------------------------------------------------------------------------------
