@@ -33,6 +33,7 @@ from rsd.logger import make_logger
 from rsd.metrics import corpus_score, summarize_records, task_score
 from rsd.models.pairs import ModelPair, load_pair
 from rsd.sampling import SamplingParams, prompt_generator
+from rsd.verify import verifier_for
 
 # Keys that do not change what a run computes: excluded from the run identity (and so from its directory name).
 NON_IDENTITY_KEYS = ("out_dir", "logger", "hydra", "report")
@@ -51,9 +52,13 @@ class RunPlan:
     shape: dict
     identity: dict
     run_dir: Path
+    verifier: str | None = None  # drafter.verifier from the YAML, overriding the class's
 
     def make_drafter(self) -> Drafter:
-        return self.drafter_cls(**self.shape)
+        drafter = self.drafter_cls(**self.shape)
+        if self.verifier is not None:
+            drafter.verifier = self.verifier
+        return drafter
 
 
 def drafter_class(target: str) -> type[Drafter]:
@@ -103,6 +108,9 @@ def plan_runs(cfg: DictConfig | Mapping) -> list[RunPlan]:
         raise ConfigError("the drafter config needs `_target_` (the class) and `name`; see conf/drafter/sd.yaml")
     cls = drafter_class(drafter_cfg.pop("_target_"))
     method = drafter_cfg.pop("name")
+    verifier = drafter_cfg.pop("verifier", None)
+    if verifier is not None and verifier != cls.verifier:
+        method = f"{method}+{verifier}"  # another verifier on the same trees is another method
     budget = Budget.from_config(conf["budget"])
     SamplingParams(conf["sampling"]["temperature"], conf["sampling"]["top_k"], conf["sampling"]["top_p"])
     if conf["sampling"]["max_new_tokens"] < 1:
@@ -111,12 +119,18 @@ def plan_runs(cfg: DictConfig | Mapping) -> list[RunPlan]:
     plans = []
     for shape in shapes:
         try:
-            uses_draft = cls(**shape).draft_length > 0
+            drafter = cls(**shape)
         except (TypeError, ValueError) as err:
             raise ConfigError(f"drafter {method!r} rejects shape {shape}: {err}") from None
+        uses_draft = drafter.draft_length > 0
+        if verifier is not None:
+            drafter.verifier = verifier
+            verifier_for(drafter)  # refuse a verifier that is not exact on these trees before any model loads
         ident = run_identity(conf, method, shape, uses_draft)
+        if verifier is not None:
+            ident["drafter"]["verifier"] = verifier
         plans.append(RunPlan(method, cls, shape, ident,
-                             run_dir_for(Path(conf["out_dir"]), ident, budget if uses_draft else None)))
+                             run_dir_for(Path(conf["out_dir"]), ident, budget if uses_draft else None), verifier))
     return plans
 
 
@@ -204,6 +218,7 @@ def decode_prompt(engine: Engine, pair: ModelPair, ex: Example, ids: list[int], 
         "block_efficiency": len(out.new_token_ids) / out.target_calls, "wall_s": out.wall_s,
         "time_draft_s": out.time_draft_s, "time_target_s": out.time_target_s, "time_other_s": out.time_other_s,
         "draft_length": draft_length, "score": task_score(task, text, ex.reference),
+        "expected_emitted": out.expected_emitted,
     }
 
 

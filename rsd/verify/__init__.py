@@ -1,0 +1,5 @@
+"""Verifiers (ALGORITHMS.md §4, §9): the node-rule walk, Block verification and Traversal verification."""
+
+from rsd.verify.base import Coins, RandomCoins, Verifier, get_verifier, verifier_for
+
+__all__ = ["Coins", "RandomCoins", "Verifier", "get_verifier", "verifier_for"]
