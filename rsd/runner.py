@@ -109,7 +109,8 @@ def plan_runs(cfg: DictConfig | Mapping) -> list[RunPlan]:
     cls = drafter_class(drafter_cfg.pop("_target_"))
     method = drafter_cfg.pop("name")
     verifier = drafter_cfg.pop("verifier", None)
-    if verifier is not None and verifier != cls.verifier:
+    verifier = None if verifier == cls.verifier else verifier
+    if verifier is not None:
         method = f"{method}+{verifier}"  # another verifier on the same trees is another method
     budget = Budget.from_config(conf["budget"])
     SamplingParams(conf["sampling"]["temperature"], conf["sampling"]["top_k"], conf["sampling"]["top_p"])

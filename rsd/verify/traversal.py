@@ -50,7 +50,17 @@ class TraversalState:
         """Remove leaf a: its parent's row becomes norm((w_b Q_b - P_b)+) with weight S / (S + 1 - w_b), P_b loses
         a's token, and the weights below the parent are recomputed."""
         b, t = self.tree.parents[a], self.tree.tokens[a]
-        r = (self.w[b] * self.row(b) - self.P[b]).clamp_min(0)  # P_b before removing t (§9)
+        self.update_parent(b, self.residual(b))  # with P_b before removing t (§9)
+        self.remove(b, t)
+        self.kids[b] = [c for c in self.kids[b] if c != a]
+        self.recompute(b)
+
+    def residual(self, b: int) -> torch.Tensor:
+        """(w_b Q_b - P_b)+, unnormalised."""
+        return (self.w[b] * self.row(b) - self.P[b]).clamp_min(0)
+
+    def update_parent(self, b: int, r: torch.Tensor) -> None:
+        """Q_b <- r / S and w_b <- S / (S + (1 - w_b)) if S = sum r > 0; else w_b <- 0 unless it is 1."""
         s = float(r.sum())
         if b != 0:  # w_root stays exactly 1
             if s > 0:
@@ -59,12 +69,13 @@ class TraversalState:
                 self.w[b] = 0.0
         if s > 0:
             self.Q[b] = r / s
+
+    def remove(self, b: int, t: int) -> None:
+        """P_b(t) <- 0, renormalised (left at zero when nothing remains)."""
         p = self.P[b].clone()
         p[t] = 0
         total = p.sum()
         self.P[b] = p / total if total > 0 else p
-        self.kids[b] = [c for c in self.kids[b] if c != a]
-        self.recompute(b)
 
     def extra_law(self, a: int) -> torch.Tensor:
         """The law of the token after an accepted path: a's current row (a residual if a lost children)."""
