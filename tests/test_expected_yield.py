@@ -155,3 +155,26 @@ def test_expected_block_efficiency_in_summaries():
     assert summarize_records(records, 1, 10)["expected_block_efficiency"] == pytest.approx(14.0 / 8)
     assert summarize_records([base], 1, 10)["expected_block_efficiency"] != summarize_records([base], 1, 10)[
         "expected_block_efficiency"]  # nan for records written before the field existed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["sd", "bv", "specinfer", "spectr", "rsd_c", "tv", "rsd_s"])
+def test_measured_and_expected_agree_on_the_embedded_pair(name):
+    """The shipped SmolLM2 pair, 4 built-in prompts x 64 tokens at T = 1, depth 4."""
+    from rsd.data import load_builtin
+    from rsd.models.pairs import load_pair
+
+    pair = load_pair({"name": "smollm2", "target": "embedded:smollm2-135m-instruct",
+                      "draft": "embedded:smollm2-draft", "chat": True})
+    drafter = {"sd": lambda: SD(4), "bv": lambda: BV(4), "specinfer": lambda: SpecInfer(3, 4),
+               "spectr": lambda: SpecTr(3, 4), "rsd_c": lambda: RSDC([3, 1, 1, 1]), "tv": lambda: TV([3, 1, 1, 1]),
+               "rsd_s": lambda: RSDS(3, 4)}[name]()
+    engine = Engine(pair.target, pair.draft, drafter, SamplingParams(1.0), pair.eos_token_ids, pair.vocab_size)
+    measured, expected = [], []
+    for ex in load_builtin("dolly_builtin")[:4]:
+        out = engine.generate(pair.encode_prompt(ex.prompt), 64, prompt_generator(0, ex.id))
+        ended = bool(out.new_token_ids) and out.new_token_ids[-1] in pair.eos_token_ids
+        measured += [a + 1 for a in out.accepted_lengths[:-1]]  # the last step may be cut (EOS or the budget)
+        expected += out.expected_emitted[:-1]
+        assert ended or len(out.new_token_ids) == 64
+    assert agree(torch.tensor(measured, dtype=torch.float64), torch.tensor(expected, dtype=torch.float64))
