@@ -1,6 +1,7 @@
 """Losslessness certificate for a drafter: `python -m rsd.certify drafter=NAME [overrides] [--samples N]`.
 
-Runs (1) the exact-enumeration oracle of its node rule under its declared candidate scheme, (2) the whole-engine
+Runs (1) the exact-enumeration oracle under its declared candidate scheme, driving the engine's own verification
+code (the node rule at one node, and the drafter's verifier on every tiny drafted tree), (2) the whole-engine
 Monte Carlo oracle on a tiny-vocabulary model pair (first 3 tokens against the exactly enumerated target law), and
 (3) greedy identity against AR on tiny Llama and OPT pairs (and the embedded pair with --embedded). Prints the
 measured distance, the bound, the false-alarm rate and the samples used; exits 1 if any check fails.
@@ -15,14 +16,28 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from rsd.drafters.base import Drafter
-from rsd.oracles import FALSE_ALARM, engine_monte_carlo, node_output_law
+from rsd.oracles import (
+    FALSE_ALARM,
+    LAW_KINDS,
+    PrefixLaws,
+    draft_chain,
+    draft_iid_trie,
+    draft_without_replacement,
+    engine_monte_carlo,
+    node_output_law,
+    tree_law_error,
+)
 from rsd.sampling import SamplingParams, prompt_generator
+from rsd.verify import verifier_for
 
 EXACT_BOUND = 1e-12
 # T=2 with top-k and top-p keeps many sequences alive while both filters bite (a check with power, not 4 cells).
@@ -64,6 +79,7 @@ class Certificate:
     shape: dict
     rule: str
     checks: list[Check]
+    verifier: str = "walk"
     usefulness: Usefulness | None = None
 
     @property
@@ -71,7 +87,8 @@ class Certificate:
         return all(c.passed is not False for c in self.checks)
 
     def render(self) -> str:
-        lines = [f"Losslessness certificate: drafter {self.drafter}, shape {self.shape}, node rule {self.rule}"]
+        lines = [f"Losslessness certificate: drafter {self.drafter}, shape {self.shape}, node rule {self.rule}, "
+                 f"verifier {self.verifier}"]
         for c in self.checks:
             verdict = {True: "PASS", False: "FAIL", None: "n/a "}[c.passed]
             lines.append(f"  {verdict}  {c.name:<22} {c.summary}")
@@ -92,12 +109,8 @@ def random_laws(vocab: int, seed: int, support: int | None = None) -> tuple[torc
     return q, p
 
 
-def exact_check(drafter: Drafter) -> Check:
-    """Enumerate every ordered candidate draw and accept/reject branch of the node rule; law must equal q."""
-    scheme = getattr(drafter, "candidate_scheme", None)
-    if scheme is None:
-        return Check("exact enumeration", None, "not applicable: the drafter declares no candidate_scheme "
-                     "(the Monte Carlo oracle still covers it)")
+def node_exact_error(drafter: Drafter, scheme: str) -> tuple[float, int]:
+    """Max |law - q| of one node's output under the drafter's rule, through `verify_node` (the walk's code)."""
     cases = []
     for m in ([1] if scheme == "single" else [1, 2, 3, 4]):
         vocab = 8 if m <= 3 else 6
@@ -109,10 +122,57 @@ def exact_check(drafter: Drafter) -> Check:
         q[hot_q], p[hot_p] = 1.0, 1.0
         cases.append((1 if scheme == "single" else 2, q, p))
     worst = max(float((node_output_law(drafter.rule, q, p, m, scheme) - q).abs().max()) for m, q, p in cases)
-    return Check("exact enumeration", worst <= EXACT_BOUND,
-                 f"max |law - q| = {worst:.2e}, bound {EXACT_BOUND:.0e} ({len(cases)} nodes, vocab <= 8, "
-                 f"m <= {max(c[0] for c in cases)}, scheme {scheme})", {"max_abs_error": worst, "bound": EXACT_BOUND,
-                                                                          "cases": len(cases), "scheme": scheme})
+    return worst, len(cases)
+
+
+def tree_drafts(scheme: str, rule: Any) -> list[Callable]:
+    """Tiny trees (depth 2-3) drafted by the scheme, for the tree-level enumeration."""
+    if scheme == "single":
+        return [partial(draft_chain, length=2, rule=rule), partial(draft_chain, length=3, rule=rule)]
+    if scheme == "without_replacement":
+        return [partial(draft_without_replacement, branching=[2, 2], rule=rule),
+                partial(draft_without_replacement, branching=[3, 1], rule=rule)]
+    if scheme == "iid":
+        return [partial(draft_iid_trie, k=2, length=2, rule=rule)]
+    return []
+
+
+def tree_exact_error(drafter: Drafter, scheme: str, vocab: int = 3) -> tuple[float, int]:
+    """Max total-variation distance between the target's joint law and (draft a tiny tree by the scheme, verify it
+    with the drafter's verifier, complete with target samples), over law kinds (peaked, truncated, one-hot,
+    disjoint supports), seeds, and one case with an EOS token."""
+    verifier = verifier_for(drafter)
+    worst, cases = 0.0, 0
+    for draft in tree_drafts(scheme, drafter.rule):
+        depth = draft.keywords["length"] if "length" in draft.keywords else len(draft.keywords["branching"])
+        for kind, seed, eos in [(k, s, frozenset()) for k in LAW_KINDS for s in (0, 1)] + [("random", 2, {0})]:
+            worst = max(worst, tree_law_error(verifier, PrefixLaws(vocab, seed, kind), draft, depth + 1,
+                                              frozenset(eos)))
+            cases += 1
+    return worst, cases
+
+
+def exact_check(drafter: Drafter) -> Check:
+    """Exact enumeration through the engine's own verification code: every candidate draw and every coin of the
+    node rule at one node (walk verifiers), and every drafted tiny tree with every coin of the drafter's verifier."""
+    scheme = getattr(drafter, "candidate_scheme", None)
+    if scheme is None:
+        return Check("exact enumeration", None, "not applicable: the drafter declares no candidate_scheme "
+                     "(the Monte Carlo oracle still covers it)")
+    parts, details = [], {"bound": EXACT_BOUND, "scheme": scheme}
+    passed = True
+    if drafter.verifier == "walk":
+        err, n = node_exact_error(drafter, scheme)
+        parts.append(f"node: max |law - q| = {err:.2e} ({n} nodes, vocab <= 8, m <= 4)")
+        details.update(node_max_abs_error=err, node_cases=n)
+        passed &= err <= EXACT_BOUND
+    if tree_drafts(scheme, drafter.rule):
+        err, n = tree_exact_error(drafter, scheme)
+        parts.append(f"trees: max TV = {err:.2e} ({n} cases, vocab 3, depth 2-3, verifier {drafter.verifier})")
+        details.update(tree_max_tv=err, tree_cases=n)
+        passed &= err <= EXACT_BOUND
+    return Check("exact enumeration", passed, "; ".join(parts) + f"; bound {EXACT_BOUND:.0e}, scheme {scheme}",
+                 details)
 
 
 def monte_carlo_check(drafter: Drafter, params: SamplingParams, samples: int, seed: int = 0) -> Check:
@@ -238,7 +298,8 @@ def certify(name: str, drafter: Drafter, samples: int = 2000, sampling: tuple[Sa
     checks += [monte_carlo_check(drafter, params, samples) for params in sampling]
     checks.append(greedy_check(drafter, embedded))
     rule = drafter.rule if isinstance(drafter.rule, str) else getattr(drafter.rule, "__name__", "custom")
-    return Certificate(name, drafter.describe(), rule, checks, usefulness_check(name, drafter) if usefulness else None)
+    return Certificate(name, drafter.describe(), rule, checks, str(drafter.verifier),
+                       usefulness_check(name, drafter) if usefulness else None)
 
 
 def compose_drafters(overrides: list[str]) -> list[tuple[str, Drafter]]:

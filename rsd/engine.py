@@ -1,8 +1,8 @@
 """The decode engine: one loop for every method (docs/algorithms.md#walk, #tree-attention).
 
 Per step: the drafter grows a DraftTree through a DraftContext (one draft forward per tree level), one target
-forward scores the uncached committed tokens plus the whole tree, `walk` applies the node rules from the root,
-and both KV caches are compacted to the accepted path by gather. AR is the drafter that drafts nothing.
+forward scores the uncached committed tokens plus the whole tree, the drafter's verifier (rsd.verify) picks the
+accepted path, and both KV caches are compacted to the accepted path by gather. AR is the drafter that drafts nothing.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from rsd.models.adapter import CausalLM
-from rsd.rules import verify_node
-from rsd.sampling import SamplingParams, probs_from_logits, sample, uniform
+from rsd.sampling import SamplingParams, probs_from_logits, sample
 from rsd.tree import DraftTree
+from rsd.verify import RandomCoins, verifier_for
 
 if TYPE_CHECKING:
     from rsd.drafters.base import Drafter
@@ -45,6 +45,7 @@ class Generation:
     @property
     def decode_tokens(self) -> int:
         return len(self.new_token_ids) - self.first_step_tokens
+    expected_emitted: list[float] = field(default_factory=list)  # per step, exact (docs/algorithms.md#expected-yield)
 
     @property
     def time_other_s(self) -> float:
@@ -184,30 +185,6 @@ def tree_inputs(tree: DraftTree, committed: list[int], cached: int
     return tokens, positions, attend
 
 
-def walk(tree: DraftTree, q: torch.Tensor, gen: torch.Generator, eos: frozenset[int] = frozenset()
-         ) -> tuple[list[int], list[int]]:
-    """Verify the tree from the root with its node rule: (accepted nodes, emitted tokens), docs/algorithms.md#walk.
-
-    Emits one token per accepted node plus the residual or bonus token, and stops after an accepted EOS.
-    """
-    v, path, emitted = 0, [], []
-    while True:
-        cands = tree.candidates.get(v, [])
-        if not cands:
-            emitted.append(sample(q[v], gen))
-            return path, emitted
-        tokens = torch.tensor([tree.tokens[c] for c in cands], device=q.device)
-        j, token = verify_node(tree.rule, q[v], tree.draft_probs[v].to(q.device), tokens, uniform(gen, len(cands)),
-                               gen)
-        emitted.append(token)
-        if j < 0:
-            return path, emitted
-        v = cands[j]
-        path.append(v)
-        if token in eos:
-            return path, emitted
-
-
 class Engine:
     """Generates from the target with a drafter; the output law is the target's, whatever the drafter (lossless)."""
 
@@ -220,6 +197,7 @@ class Engine:
         self.eos = frozenset(eos_token_ids)
         self.vocab_size = vocab_size
         self.clock = _Stopwatch(target.device)
+        self.verifier = verifier_for(drafter)
 
     def generate(self, prompt_ids: list[int], max_new_tokens: int, gen: torch.Generator) -> Generation:
         """Decode up to max_new_tokens after the prompt (stopping at EOS), with all randomness from `gen`.
@@ -237,6 +215,9 @@ class Engine:
             step = self.step(committed, gen, out, max_new_tokens - len(out.new_token_ids) - 1)
             out.accepted_lengths.append(len(step.path))
             stop = False
+            paused = self.clock.now()  # the exact expectation is bookkeeping, not decoding: kept out of wall_s
+            out.expected_emitted.append(self.verifier.expected_yield(step.tree, step.q, self.eos))
+            t0 += self.clock.now() - paused
             for token in step.emitted[: max_new_tokens - len(out.new_token_ids)]:
                 out.new_token_ids.append(token)
                 committed.append(token)
@@ -290,7 +271,7 @@ class Engine:
             ctx = DraftContext(self.draft, committed, self.params, self.vocab_size, gen, out, self.clock, max_depth)
             self.drafter.build(tree, ctx)
         q = self._score(tree, committed, out)
-        path, emitted = walk(tree, q, gen, self.eos)
+        path, emitted = self.verifier.verify(tree, q, RandomCoins(gen), self.eos)
         self._compact(tree, committed, path, ctx)
         return Step(tree, q, path, emitted)
 

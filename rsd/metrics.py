@@ -72,6 +72,9 @@ def summarize_records(records: list[Mapping], draft_params: int, target_params: 
     wall = sum(r["wall_s"] for r in records)
     be = block_efficiency(tokens, calls)
     steps = [a for r in records for a in r["accepted_lengths"]]
+    # exact per-step expectations (docs/algorithms.md#expected-yield); nan for records written before they were recorded
+    expected = (sum(sum(r["expected_emitted"]) for r in records)
+                if all("expected_emitted" in r for r in records) else float("nan"))
     depth = max([r.get("draft_length", 0) for r in records] + [0])
     return {
         "prompts": len(records),
@@ -79,6 +82,7 @@ def summarize_records(records: list[Mapping], draft_params: int, target_params: 
         "target_calls": calls,
         "draft_calls": draft_calls,
         "block_efficiency": be,
+        "expected_block_efficiency": block_efficiency(expected, calls),
         "mbsu": mbsu(be, draft_calls / calls if calls else 0.0, draft_params, target_params),
         "token_rate": token_rate(tokens, wall),
         # the decode phase (after each prompt's first step): ratio of sums; None for records made before it existed

@@ -1,17 +1,24 @@
-"""Losslessness oracles (docs/algorithms.md#oracles): exact enumeration at one node, whole-engine Monte Carlo,
-and the exact expected block efficiency of one step. Used by the tests and by `python -m rsd.certify`."""
+"""Losslessness oracles (docs/algorithms.md#oracles): exact enumeration at one node and over whole drafted trees
+(driving the engine's own verification code: `verify_node` and every Verifier's `verify`, through coins that
+enumerate every outcome), whole-engine Monte Carlo, and the exact expected yield of one step. Used by the tests and by
+`python -m rsd.certify`."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from scipy import stats
 
-from rsd.rules import NodeRule, get_rule
+from rsd.rules import NodeLaw, NodeRule, get_rule, verify_node
 from rsd.tree import DraftTree
+from rsd.verify.base import Coins, Verifier
+from rsd.verify.walk import Walk
+
+T = TypeVar("T")
 
 FALSE_ALARM = 1e-3
 
@@ -43,36 +50,211 @@ def candidate_draws(p: torch.Tensor, m: int, scheme: str) -> list[tuple[tuple[in
     raise ValueError(f"unknown candidate scheme {scheme!r}")
 
 
+class _Branch(Exception):
+    """Raised by ScriptedCoins at the first coin beyond its script: the outcomes there, with their probabilities."""
+
+    def __init__(self, options: list[tuple[object, float]]) -> None:
+        super().__init__()
+        self.options = options
+
+
+class ScriptedCoins:
+    """Coins that replay a script of outcomes and raise `_Branch` at the first coin past it. Certain outcomes
+    (probability 0 or 1, a one-token draw) consume no script entry, so replays stay aligned."""
+
+    def __init__(self, script: tuple) -> None:
+        self.script, self.used = script, 0
+
+    def _next(self, options: list[tuple[object, float]]) -> object:
+        if len(options) == 1:
+            return options[0][0]
+        if self.used < len(self.script):
+            self.used += 1
+            return self.script[self.used - 1]
+        raise _Branch(options)
+
+    def accept(self, prob: float) -> bool:
+        prob = min(max(float(prob), 0.0), 1.0)
+        return bool(self._next([(o, w) for o, w in ((True, prob), (False, 1.0 - prob)) if w > 0]))
+
+    def draw(self, probs: torch.Tensor) -> int:
+        probs = probs.double()
+        total = float(probs.sum())
+        return int(self._next([(int(i), float(probs[i]) / total) for i in (probs > 0).nonzero().flatten()]))
+
+
+def enumerate_outcomes(experiment: Callable[[ScriptedCoins], T]) -> list[tuple[T, float]]:
+    """Every outcome of `experiment(coins)` with its probability: a depth-first search over every coin (accept and
+    draw) the experiment flips, replaying it once per complete branch. The experiment must be deterministic given
+    its coins (all randomness through them)."""
+    outcomes, stack = [], [((), 1.0)]
+    while stack:
+        script, prob = stack.pop()
+        try:
+            result = experiment(ScriptedCoins(script))
+        except _Branch as branch:
+            stack.extend((script + (o,), prob * w) for o, w in branch.options)
+            continue
+        outcomes.append((result, prob))
+    return outcomes
+
+
 def node_output_law(rule: str | NodeRule, q: torch.Tensor, p: torch.Tensor, m: int, scheme: str) -> torch.Tensor:
-    """The exact law of the token a node emits (accepted candidate or residual draw), enumerating every branch."""
-    rule = get_rule(rule)
+    """The exact law of the token a node emits, running the engine's `verify_node` on every candidate draw and every
+    accept/reject/residual outcome."""
     law = torch.zeros_like(q, dtype=torch.float64)
+    rule = get_rule(rule)
     for cands, prob in candidate_draws(p, m, scheme):
-        node = rule(q, p, torch.tensor(cands))
-        reach = 1.0
-        for c, a in zip(cands, node.accept_probs().tolist()):
-            law[c] += prob * reach * a
-            reach *= 1 - a
-        law += prob * reach * node.residual.double()
+        tokens = torch.tensor(cands)
+        node = rule(q, p, tokens)  # computed once per draw, not once per replay: the rule is deterministic
+
+        def once(q_: torch.Tensor, p_: torch.Tensor, c_: torch.Tensor, node: NodeLaw = node) -> NodeLaw:
+            return node
+
+        for token, w in enumerate_outcomes(lambda coins, t=tokens, r=once: verify_node(r, q, p, t, coins)[1]):
+            law[token] += prob * w
     return law
 
 
 def expected_accepted(tree: DraftTree, q: torch.Tensor) -> float:
-    """E[accepted depth | tree] for one walk over the tree: sum over nodes of P(walk reaches and accepts it)."""
+    """E[accepted depth | tree] for one walk over the tree (no EOS): the walk's exact expected yield minus one."""
+    return Walk().expected_yield(tree, q, frozenset()) - 1.0
 
-    def below(v: int) -> float:
-        cands = tree.candidates.get(v, [])
-        if not cands:
-            return 0.0
-        tokens = torch.tensor([tree.tokens[c] for c in cands])
-        law = get_rule(tree.rule)(q[v].double(), tree.draft_probs[v].double(), tokens)
-        total, reach = 0.0, 1.0
-        for c, a in zip(cands, law.accept_probs().tolist()):
-            total += reach * a * (1.0 + below(c))
-            reach *= 1 - a
-        return total
 
-    return below(0)
+def enumerated_yield(verifier: Verifier, tree: DraftTree, q: torch.Tensor, eos: frozenset[int] = frozenset()
+                     ) -> float:
+    """E[tokens emitted] on a fixed tree by enumerating every coin of `verifier.verify` (the check of §10)."""
+    return sum(w * len(out) for out, w in enumerate_outcomes(lambda coins: verifier.verify(tree, q, coins, eos)[1]))
+
+
+# --- Tree-level exact enumeration (docs/algorithms.md#oracles): drafting and verification on a tiny vocabulary ---
+
+LAW_KINDS = ("random", "sparse", "onehot", "disjoint")
+
+
+class PrefixLaws:
+    """A tiny 'model pair': a target law q(.|s) and a draft law p(.|s) for every prefix s, random per prefix.
+
+    Kinds: 'random' (peaked softmaxes), 'sparse' (the draft keeps 2 tokens, the target loses one: top-k/top-p
+    masks), 'onehot' (greedy: one-hot laws, equal half the time), 'disjoint' (q and p on disjoint supports).
+    """
+
+    def __init__(self, vocab: int, seed: int, kind: str = "random") -> None:
+        if kind not in LAW_KINDS:
+            raise ValueError(f"unknown law kind {kind!r}; known: {LAW_KINDS}")
+        self.vocab, self.seed, self.kind = vocab, seed, kind
+        self._cache: dict[tuple[int, ...], tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def laws(self, prefix: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(q, p) after `prefix`, float64."""
+        if prefix not in self._cache:
+            gen = torch.Generator().manual_seed(hash((self.seed, LAW_KINDS.index(self.kind), prefix)) & ((1 << 62) - 1))
+            v = self.vocab
+            q = torch.softmax(2.0 * torch.randn(v, generator=gen, dtype=torch.float64), -1)
+            p = torch.softmax(2.0 * torch.randn(v, generator=gen, dtype=torch.float64), -1)
+            perm = torch.randperm(v, generator=gen)
+            if self.kind == "sparse":
+                p[perm[2:]] = 0
+                q[perm[-1]] = 0
+            elif self.kind == "onehot":
+                q, p = torch.zeros(v, dtype=torch.float64), torch.zeros(v, dtype=torch.float64)
+                q[perm[0]] = 1
+                p[perm[0] if torch.rand(1, generator=gen) < 0.5 else perm[1]] = 1
+            elif self.kind == "disjoint":
+                q[perm[v // 2:]] = 0
+                p[perm[: v // 2]] = 0
+            self._cache[prefix] = (q / q.sum(), p / p.sum())
+        return self._cache[prefix]
+
+    def q(self, prefix: tuple[int, ...]) -> torch.Tensor:
+        return self.laws(prefix)[0]
+
+    def p(self, prefix: tuple[int, ...]) -> torch.Tensor:
+        return self.laws(prefix)[1]
+
+
+def _prefix(tree: DraftTree, v: int) -> tuple[int, ...]:
+    return tuple(tree.tokens[u] for u in tree.path_to(v))
+
+
+def _expand(tree: DraftTree, laws: PrefixLaws, v: int) -> torch.Tensor:
+    tree.draft_probs[v] = laws.p(_prefix(tree, v))
+    return tree.draft_probs[v]
+
+
+def draft_chain(laws: PrefixLaws, coins: Coins, length: int, rule: str | NodeRule = "sd") -> DraftTree:
+    """The SD chain: x_i ~ p(.|x_<i)."""
+    tree, v = DraftTree.with_root(0, rule), 0
+    for _ in range(length):
+        v = tree.add_candidate(v, coins.draw(_expand(tree, laws, v)))
+    return tree
+
+
+def draft_without_replacement(laws: PrefixLaws, coins: Coins, branching: list[int], rule: str | NodeRule = "rsd"
+                              ) -> DraftTree:
+    """The RSD-C tree: b_l children per node by sequential draws without replacement, in draw order (the law of
+    Gumbel-top-k); fewer where p has fewer tokens."""
+    tree, frontier = DraftTree.with_root(0, rule), [0]
+    for b in branching:
+        nxt = []
+        for v in frontier:
+            d = _expand(tree, laws, v).clone()
+            for _ in range(b):
+                if d.sum() <= 0:
+                    break
+                x = coins.draw(d / d.sum())
+                d[x] = 0
+                nxt.append(tree.add_candidate(v, x))
+        frontier = nxt
+    return tree
+
+
+def draft_iid_trie(laws: PrefixLaws, coins: Coins, k: int, length: int, rule: str | NodeRule = "specinfer",
+                   merge: bool = True) -> DraftTree:
+    """K i.i.d. paths of length L; merged into a trie (siblings in first-appearance order, repeats kept as
+    candidates) or, with merge=False, kept as separate siblings even when their tokens repeat."""
+    tree, at = DraftTree.with_root(0, rule), [0] * k
+    for _ in range(length):
+        for v in list(dict.fromkeys(at)):
+            p = _expand(tree, laws, v)
+            for s in [s for s in range(k) if at[s] == v]:
+                at[s] = tree.add_candidate(v, coins.draw(p), reuse=merge)
+    return tree
+
+
+def target_rows(tree: DraftTree, laws: PrefixLaws) -> torch.Tensor:
+    """q at every node of the tree [len(tree), V]."""
+    return torch.stack([laws.q(_prefix(tree, v)) for v in range(len(tree))])
+
+
+def complete_law(partial: dict[tuple[int, ...], float], laws: PrefixLaws, length: int, eos: frozenset[int]
+                 ) -> dict[tuple[int, ...], float]:
+    """Extend every sequence by target samples until it has `length` tokens or ends in an EOS."""
+    out: dict[tuple[int, ...], float] = {}
+    todo = list(partial.items())
+    while todo:
+        s, w = todo.pop()
+        if len(s) >= length or (s and s[-1] in eos):
+            out[s] = out.get(s, 0.0) + w
+            continue
+        q = laws.q(s)
+        todo.extend((s + (x,), w * float(q[x])) for x in range(len(q)) if q[x] > 0)
+    return out
+
+
+def tree_law_error(verifier: Verifier, laws: PrefixLaws, draft: Callable[[PrefixLaws, Coins], DraftTree],
+                   length: int, eos: frozenset[int] = frozenset()) -> float:
+    """Total-variation distance between (draft a tree, verify it with the verifier's own code, complete the emitted
+    tokens with target samples to `length`) and the target's joint law of `length` tokens, enumerated exactly."""
+
+    emitted: dict[tuple[int, ...], float] = {}
+    for tree, w_tree in enumerate_outcomes(lambda coins: draft(laws, coins)):
+        q = target_rows(tree, laws)
+        for out, w in enumerate_outcomes(lambda coins, tree=tree, q=q: verifier.verify(tree, q, coins, eos)[1]):
+            emitted[tuple(out)] = emitted.get(tuple(out), 0.0) + w_tree * w
+    got = complete_law(emitted, laws, length, eos)
+    want = complete_law({(): 1.0}, laws, length, eos)
+    return 0.5 * sum(abs(got.get(s, 0.0) - want.get(s, 0.0)) for s in set(got) | set(want))
 
 
 @torch.inference_mode()

@@ -2,10 +2,10 @@
 
 A rule is a pure function `rule(q, p, candidates) -> NodeLaw`. `q` is the target's processed distribution at the
 node, `p` the exact draft distribution the candidates were drawn from, `candidates` the ordered candidate tokens.
-The law says: given candidates 1..j-1 were rejected, candidate j is accepted iff `u * den[j] <= num[j]` with
-`u ~ U(0, 1]`; if every candidate is rejected, the emitted token is drawn from `residual`. Every acceptance
-probability is a deterministic function of (q, p, candidates), which is what lets the exact-enumeration oracle
-(rsd.oracles) check a rule without sampling.
+The law says: given candidates 1..j-1 were rejected, candidate j is accepted with probability
+`NodeLaw.accept_probs()[j]` = min(1, num[j] / den[j]); if every candidate is rejected, the emitted token is drawn
+from `residual`. Every acceptance probability is a deterministic function of (q, p, candidates), which is what
+lets the exact-enumeration oracle (rsd.oracles) enumerate a rule without sampling.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
-from rsd.sampling import sample
+if TYPE_CHECKING:
+    from rsd.verify.base import Coins
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,8 @@ class NodeLaw:
     residual: torch.Tensor
 
     def accept_probs(self) -> torch.Tensor:
-        """min(1, num/den) per candidate, 0 where den is 0 and num is 0."""
+        """min(1, num/den) per candidate, 0 where den is 0 and num is 0: the one definition of acceptance
+        (`verify_node` and every oracle use it)."""
         return torch.where(self.den > 0, (self.num / self.den.clamp_min(1e-300)).clamp(max=1.0),
                            (self.num > 0).to(self.num.dtype))
 
@@ -185,11 +188,14 @@ def _at_least_float32(rule: NodeRule, q: torch.Tensor, p: torch.Tensor, candidat
 
 
 def verify_node(rule: str | NodeRule, q: torch.Tensor, p: torch.Tensor, candidates: torch.Tensor,
-                u: torch.Tensor, gen: torch.Generator) -> tuple[int, int]:
-    """Apply a rule with uniforms `u` (one per candidate): (index of the accepted candidate, token) or (-1, token)."""
+                coins: "Coins") -> tuple[int, int]:
+    """Apply a rule: (index of the accepted candidate, token), or (-1, residual token) if all are rejected.
+
+    Candidate j (the earlier ones rejected) is accepted iff `coins.accept(law.accept_probs()[j])`: the one definition
+    of acceptance, shared with the exact oracles (a zero-mass/zero-mass candidate is never accepted).
+    """
     law = get_rule(rule)(q, p, candidates)
-    accepted = (u[: len(candidates)].to(law.den) * law.den <= law.num).nonzero()
-    if len(accepted):
-        j = int(accepted[0])
-        return j, int(candidates[j])
-    return -1, sample(law.residual, gen)
+    for j, prob in enumerate(law.accept_probs().tolist()):
+        if coins.accept(prob):
+            return j, int(candidates[j])
+    return -1, coins.draw(law.residual)

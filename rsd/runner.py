@@ -57,6 +57,7 @@ from rsd.store import (
     write_records_atomic,
 )
 from rsd.validate import validate_config
+from rsd.verify import verifier_for
 
 # Keys that do not change what a run computes: excluded from the run identity (and so from its directory name).
 NON_IDENTITY_KEYS = ("out_dir", "logger", "hydra", "report")
@@ -78,9 +79,13 @@ class RunPlan:
     shape: dict
     identity: dict
     run_dir: Path
+    verifier: str | None = None  # drafter.verifier from the YAML, overriding the class's
 
     def make_drafter(self) -> Drafter:
-        return self.drafter_cls(**self.shape)
+        drafter = self.drafter_cls(**self.shape)
+        if self.verifier is not None:
+            drafter.verifier = self.verifier
+        return drafter
 
 
 def drafter_class(target: str) -> type[Drafter]:
@@ -152,6 +157,10 @@ def plan_runs(cfg: DictConfig | Mapping, inputs: Mapping[str, Any] | None = None
         raise ConfigError("the drafter config needs `_target_` (the class) and `name`; see conf/drafter/sd.yaml")
     cls = drafter_class(drafter_cfg.pop("_target_"))
     method = drafter_cfg.pop("name")
+    verifier = drafter_cfg.pop("verifier", None)
+    verifier = None if verifier == cls.verifier else verifier
+    if verifier is not None:
+        method = f"{method}+{verifier}"  # another verifier on the same trees is another method
     budget = Budget.from_config(conf["budget"])
     SamplingParams(conf["sampling"]["temperature"], conf["sampling"]["top_k"], conf["sampling"]["top_p"])
     if conf["sampling"]["max_new_tokens"] < 1:
@@ -160,12 +169,18 @@ def plan_runs(cfg: DictConfig | Mapping, inputs: Mapping[str, Any] | None = None
     plans = []
     for shape in shapes:
         try:
-            uses_draft = cls(**shape).draft_length > 0
+            drafter = cls(**shape)
         except (TypeError, ValueError) as err:
             raise ConfigError(f"drafter {method!r} rejects shape {shape}: {err}") from None
+        uses_draft = drafter.draft_length > 0
+        if verifier is not None:
+            drafter.verifier = verifier
+            verifier_for(drafter)  # refuse a verifier that is not exact on these trees before any model loads
         ident = run_identity(conf, method, shape, uses_draft, inputs)
+        if verifier is not None:
+            ident["drafter"]["verifier"] = verifier
         plans.append(RunPlan(method, cls, shape, ident,
-                             run_dir_for(Path(conf["out_dir"]), ident, budget if uses_draft else None)))
+                             run_dir_for(Path(conf["out_dir"]), ident, budget if uses_draft else None), verifier))
     return plans
 
 
@@ -267,6 +282,7 @@ def decode_prompt(engine: Engine, pair: ModelPair, ex: Example, ids: list[int], 
         "ttft_s": out.ttft_s, "decode_s": out.decode_s, "decode_tokens": out.decode_tokens,
         "decode_token_rate": out.decode_tokens / out.decode_s if out.decode_s > 0 else None,
         **({"peak_gpu_memory_gb": torch.cuda.max_memory_allocated() / 2**30} if cuda else {}),
+        "expected_emitted": out.expected_emitted,
     }
 
 

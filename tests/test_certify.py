@@ -1,16 +1,17 @@
 """`python -m rsd.certify` passes every built-in drafter and fails a drafter that breaks losslessness."""
 
 import pytest
+from test_verifiers import traversal_with
 
 from rsd.certify import MC_SAMPLING, certify, compose_drafters, main, monte_carlo_check
-from rsd.drafters import RSDC
+from rsd.drafters import RSDC, TV
 from rsd.sampling import SamplingParams
 
-BUILTIN = ["ar", "sd", "specinfer", "spectr", "rsd_c", "rsd_s"]
+BUILTIN = ["ar", "sd", "bv", "specinfer", "spectr", "rsd_c", "tv", "rsd_s"]
 
 
-def check_certificate(name, sampling):
-    [(method, drafter)] = compose_drafters([f"drafter={name}"])
+def check_certificate(name, sampling, *overrides):
+    [(method, drafter)] = compose_drafters([f"drafter={name}", *overrides])
     cert = certify(method, drafter, samples=2000, sampling=sampling)
     print(cert.render())
     assert cert.passed, cert.render()
@@ -46,6 +47,11 @@ def test_certified_at_other_temperatures_with_filters(name, params):
     assert check.passed, check.summary
 
 
+def test_specinfer_trie_with_traversal_is_certified():
+    """Traversal verification on the merged i.i.d. trie (siblings in first-appearance order, with the draft update)."""
+    check_certificate("specinfer", MC_SAMPLING[:1], "+drafter.verifier=traversal")
+
+
 class FixedDraftRSDC(RSDC):
     """Pitfall 1 of docs/algorithms.md#pitfalls: without-replacement drafts verified with SpecInfer's fixed-p update."""
 
@@ -61,7 +67,13 @@ class TokenOrderRSDC(RSDC):
             tree.candidates[v] = sorted(tree.candidates[v], key=lambda c: tree.tokens[c])
 
 
-@pytest.mark.parametrize("broken", [FixedDraftRSDC, TokenOrderRSDC])
+class UnscaledResidualTV(TV):
+    """A §9 Traversal bug: the parent's residual not scaled by its weight."""
+
+    verifier = traversal_with(residual=lambda self, b: (self.row(b) - self.P[b]).clamp_min(0))
+
+
+@pytest.mark.parametrize("broken", [FixedDraftRSDC, TokenOrderRSDC, UnscaledResidualTV])
 def test_certificate_fails_a_lossy_drafter(broken):
     cert = certify("broken", broken([3, 2]), samples=2000, sampling=MC_SAMPLING[:1])
     print(cert.render())

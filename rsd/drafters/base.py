@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 class Drafter(ABC):
-    """A tree builder. Subclasses set `name` and `rule` and implement `build`.
+    """A tree builder. Subclasses set `name` and `rule` (and optionally `verifier`) and implement `build`.
 
     Contract (what keeps the engine lossless): every candidate list of a node is drawn from exactly the
     distribution `ctx.probs` returned for that node, by the sampling scheme the rule assumes (i.i.d. for
@@ -29,6 +29,11 @@ class Drafter(ABC):
     # How each node's candidates are drawn from its p: 'single', 'iid', 'without_replacement' (draw order), or None.
     # It lets `rsd.certify` run the exact-enumeration oracle on the rule; the Monte Carlo oracle needs nothing.
     candidate_scheme: ClassVar[str | None] = None
+    # Who verifies the tree (rsd.verify): 'walk' (the node rule at each node, §4), 'block', 'traversal' (§9), or a
+    # dotted path 'pkg.mod.Obj' to a user's Verifier; YAML may override it with drafter.verifier=...
+    verifier: ClassVar[str] = "walk"
+    # The built-in tree-level verifiers that are exact on this drafter's trees (checked before a run starts).
+    tree_verifiers: ClassVar[tuple[str, ...]] = ()
 
     @property
     @abstractmethod

@@ -42,6 +42,7 @@ class SD(Drafter):
 
     name = "sd"
     rule = "sd"
+    tree_verifiers = ("block",)
 
     def __init__(self, draft_length: int) -> None:
         if draft_length < 1:

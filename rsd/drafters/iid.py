@@ -18,6 +18,8 @@ class IIDTrie(Drafter):
     """K i.i.d. chains x ~ p(.|prefix) of length L; a node's candidates: the next tokens of the sequences through it."""
 
     candidate_scheme = "iid"
+    # Traversal is exact on the merged trie, siblings in first-appearance order (docs/algorithms.md#verifiers).
+    tree_verifiers = ("traversal",)
 
     def __init__(self, num_sequences: int, draft_length: int) -> None:
         if num_sequences < 1 or draft_length < 1:

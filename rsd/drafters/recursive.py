@@ -23,6 +23,7 @@ class RSDC(Drafter):
 
     name = "rsd_c"
     rule = "rsd"
+    tree_verifiers = ("traversal",)
 
     def __init__(self, branching: Sequence[int]) -> None:
         self.branching = [int(b) for b in branching]

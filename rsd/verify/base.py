@@ -1,0 +1,132 @@
+"""The verifier plug-in: how one step's drafted tree is verified against the target laws (docs/algorithms.md#verifiers).
+
+All randomness of a verifier goes through a `Coins` object, so the same code runs in the engine (`RandomCoins`:
+the prompt's torch.Generator) and in the exact-enumeration oracle (rsd.oracles: coins that enumerate every outcome
+with its probability). A verifier returns the accepted node indices (root excluded) and the emitted tokens, and
+gives the exact expected number of emitted tokens of a step (§10) without drawing anything.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import torch
+
+from rsd.errors import ConfigError
+from rsd.sampling import sample, uniform
+
+if TYPE_CHECKING:
+    from rsd.tree import DraftTree
+
+
+class Coins(Protocol):
+    """The only source of randomness a verifier may use."""
+
+    def accept(self, prob: float) -> bool:
+        """True with probability `prob` (clipped to [0, 1]): never for prob <= 0, always for prob >= 1."""
+
+    def draw(self, probs: torch.Tensor) -> int:
+        """One index drawn from `probs` (a normalised vector)."""
+
+
+class RandomCoins:
+    """The engine's coins: u ~ U(0, 1] from the prompt's generator, accept iff u <= prob; draws by multinomial."""
+
+    def __init__(self, gen: torch.Generator) -> None:
+        self.gen = gen
+
+    def accept(self, prob: float) -> bool:
+        return float(uniform(self.gen)) <= prob
+
+    def draw(self, probs: torch.Tensor) -> int:
+        return sample(probs, self.gen)
+
+
+@runtime_checkable
+class Verifier(Protocol):
+    """Verifies one step's tree. `q[v]` is the target law at node v, `tree.draft_probs[v]` the draft law."""
+
+    name: str
+
+    def verify(self, tree: "DraftTree", q: torch.Tensor, coins: Coins, eos: frozenset[int]
+               ) -> tuple[list[int], list[int]]:
+        """(accepted node indices, root excluded; emitted tokens). Stops after an emitted EOS."""
+
+    def expected_yield(self, tree: "DraftTree", q: torch.Tensor, eos: frozenset[int]) -> float:
+        """Exact E[number of emitted tokens | tree, laws] (docs/algorithms.md#expected-yield); draws no randomness."""
+
+
+class CallableVerifier:
+    """A user's plain function `fn(tree, q, coins, eos) -> (path, emitted)`; its expected yield is unknown (nan)."""
+
+    def __init__(self, fn: Any, name: str) -> None:
+        self.fn, self.name = fn, name
+
+    def verify(self, tree: "DraftTree", q: torch.Tensor, coins: Coins, eos: frozenset[int]
+               ) -> tuple[list[int], list[int]]:
+        return self.fn(tree, q, coins, eos)
+
+    def expected_yield(self, tree: "DraftTree", q: torch.Tensor, eos: frozenset[int]) -> float:
+        return float("nan")
+
+
+BUILTIN = ("walk", "block", "traversal")
+
+
+def get_verifier(spec: str | Verifier) -> Verifier:
+    """A verifier from 'walk' | 'block' | 'traversal' | 'pkg.mod.Obj' (a Verifier class, instance or function)."""
+    if not isinstance(spec, str):
+        return spec
+    if spec in BUILTIN:
+        module = importlib.import_module(f"rsd.verify.{spec}")
+        return module.VERIFIER()
+    module_name, _, attr = spec.rpartition(".")
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ConfigError(f"drafter.verifier={spec!r} cannot be imported ({err}); use one of {list(BUILTIN)} or a "
+                          "dotted path 'pkg.mod.Obj' on PYTHONPATH") from None
+    if isinstance(obj, type):
+        obj = obj()
+    if hasattr(obj, "verify"):
+        if not hasattr(obj, "expected_yield"):
+            return CallableVerifier(obj.verify, getattr(obj, "name", attr))
+        return obj
+    if callable(obj):
+        return CallableVerifier(obj, attr)
+    raise ConfigError(f"drafter.verifier={spec!r} is neither a Verifier (with .verify) nor a callable")
+
+
+# Which drafts each tree-level verifier is exact on (docs/algorithms.md#verifiers): Block verification needs a chain
+# drawn token by token; Traversal verification needs children drawn without replacement in draw order, or the merged
+# i.i.d. trie. The drafter must also list the verifier in `tree_verifiers` (RSD-S trees are not certified).
+_SCHEMES = {"block": ("single",), "traversal": ("without_replacement", "iid")}
+
+
+def verifier_for(drafter: Any) -> Verifier:
+    """The drafter's verifier, refusing a built-in tree-level verifier on drafts it is not exact on (ConfigError)."""
+    spec = getattr(drafter, "verifier", "walk")
+    if isinstance(spec, str) and spec in _SCHEMES:
+        scheme = getattr(drafter, "candidate_scheme", None)
+        if spec not in getattr(drafter, "tree_verifiers", ()) or scheme not in _SCHEMES[spec]:
+            raise ConfigError(
+                f"drafter.verifier={spec} is not exact on {drafter.name!r} trees (docs/algorithms.md#verifiers): "
+                "block needs an SD chain (drafter=bv), traversal an RSD-C tree (drafter=tv) or the SpecInfer/SpecTr "
+                "i.i.d. trie; "
+                "use drafter.verifier=walk")
+    return get_verifier(spec)
+
+
+def expected_yields(tree: "DraftTree", q: torch.Tensor, specs: tuple[str, ...] = ("walk", "block", "traversal"),
+                    eos: frozenset[int] = frozenset()) -> dict[str, float]:
+    """The exact expected tokens of one step under several verifiers on the SAME tree (a paired comparison without
+    sampling noise, e.g. block vs the SD walk on a chain, traversal vs the RSD walk on an RSD-C tree). The walk uses
+    `tree.rule`; a verifier that cannot verify this tree (block on a branching tree) is left out."""
+    out = {}
+    for spec in specs:
+        try:
+            out[spec] = get_verifier(spec).expected_yield(tree, q, eos)
+        except ValueError:
+            continue
+    return out

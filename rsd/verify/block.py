@@ -1,0 +1,97 @@
+"""Block verification (Sun et al., ICLR 2025, Algorithm 2 of arXiv 2403.10444 v3), docs/algorithms.md#verifiers.
+
+A chain X_1..X_L is verified as a block: with running weights a_i = min(a_{i-1} q_{i-1}(X_i) / p_{i-1}(X_i), 1)
+and stopping probabilities h_i, the accepted length is tau = the largest i whose coin succeeds (no early stop at
+the first failure), followed by Y ~ q_L (tau = L) or Y ~ norm((a_tau q_tau - p_tau)+).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rsd.tree import DraftTree
+from rsd.verify.base import Coins
+
+
+def chain_nodes(tree: DraftTree) -> list[int]:
+    """The chain's nodes from the root: [0, X_1, ..., X_L]; ValueError if some node has several children."""
+    nodes = [0]
+    while kids := tree.children(nodes[-1]):
+        if len(kids) != 1:
+            raise ValueError(f"block verification needs a chain, but node {nodes[-1]} has {len(kids)} children")
+        nodes.append(kids[0])
+    return nodes
+
+
+def _ratio(num: float, den: float) -> float:
+    """num / den for a drafted token (den > 0); the NodeLaw convention (1 iff num > 0) if den is 0."""
+    return num / den if den > 0 else float(num > 0)
+
+
+class Block:
+    """Block verification of an SD chain; exact, and accepts at least as much as the SD walk on the same chain."""
+
+    name = "block"
+
+    def weights(self, tree: DraftTree, q: torch.Tensor, nodes: list[int]) -> tuple[list[float], list[float]]:
+        """(a_0..a_L, h_1..h_L) with a_0 = 1 and h as a list indexed 1..L (h[0] unused)."""
+        length = len(nodes) - 1
+        a = [1.0]
+        for i in range(1, length + 1):
+            u, x = nodes[i - 1], tree.tokens[nodes[i]]
+            a.append(min(a[-1] * _ratio(float(q[u, x]), float(tree.draft_probs[u][x])), 1.0))
+        h = [0.0]
+        for i in range(1, length):
+            z = float((a[i] * q[nodes[i]] - tree.draft_probs[nodes[i]].to(q.device)).clamp_min(0).sum())
+            rest = 1.0 - a[i]  # computed first (§9): the denominator is Z_i + (1 - a_i)
+            h.append(z / (z + rest) if z + rest > 0 else 1.0)
+        if length:
+            h.append(a[length])
+        return a, h
+
+    def choose(self, h: list[float], coins: Coins) -> int:
+        """tau: scan i = L down to 1 and stop at the first success (= the largest i with eta_i <= h_i), else 0."""
+        for i in range(len(h) - 1, 0, -1):
+            if coins.accept(h[i]):
+                return i
+        return 0
+
+    def final_law(self, tree: DraftTree, q: torch.Tensor, nodes: list[int], a: list[float], tau: int
+                  ) -> torch.Tensor:
+        """The extra token's law: q_L after a full accept, else norm((a_tau q_tau - p_tau)+) (fallback q_tau)."""
+        v = nodes[tau]
+        if tau == len(nodes) - 1:
+            return q[v]
+        r = (a[tau] * q[v] - tree.draft_probs[v].to(q.device)).clamp_min(0)
+        total = r.sum()
+        return r / total if total > 0 else q[v]
+
+    def verify(self, tree: DraftTree, q: torch.Tensor, coins: Coins, eos: frozenset[int]
+               ) -> tuple[list[int], list[int]]:
+        nodes = chain_nodes(tree)
+        a, h = self.weights(tree, q, nodes)
+        tau = self.choose(h, coins)
+        path, emitted = [], []
+        for v in nodes[1: tau + 1]:
+            path.append(v)
+            emitted.append(tree.tokens[v])
+            if tree.tokens[v] in eos:
+                return path, emitted
+        emitted.append(coins.draw(self.final_law(tree, q, nodes, a, tau)))
+        return path, emitted
+
+    def expected_yield(self, tree: DraftTree, q: torch.Tensor, eos: frozenset[int]) -> float:
+        """1 + E[tau] with P(tau = i) = h_i prod_{j>i}(1 - h_j) (§9-10); a block cut by an EOS at X_i yields i."""
+        nodes = chain_nodes(tree)
+        _, h = self.weights(tree, q, nodes)
+        first_eos = next((i for i in range(1, len(nodes)) if tree.tokens[nodes[i]] in eos), None)
+        total, later_fail = 0.0, 1.0
+        for i in range(len(nodes) - 1, -1, -1):
+            p_tau = later_fail * (h[i] if i > 0 else 1.0)
+            total += p_tau * (first_eos if first_eos is not None and first_eos <= i else i + 1)
+            if i > 0:
+                later_fail *= 1.0 - h[i]
+        return total
+
+
+VERIFIER = Block

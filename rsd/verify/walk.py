@@ -1,0 +1,57 @@
+"""The node-rule walk (docs/algorithms.md#walk): verify the tree from the root, one node's candidates at a time."""
+
+from __future__ import annotations
+
+import torch
+
+from rsd.rules import get_rule, verify_node
+from rsd.tree import DraftTree
+from rsd.verify.base import Coins
+
+
+class Walk:
+    """Applies `tree.rule` at each reached node; emits one token per accepted node plus the residual or bonus token,
+    and stops after an accepted EOS."""
+
+    name = "walk"
+
+    def verify(self, tree: DraftTree, q: torch.Tensor, coins: Coins, eos: frozenset[int]
+               ) -> tuple[list[int], list[int]]:
+        v, path, emitted = 0, [], []
+        while True:
+            cands = tree.candidates.get(v, [])
+            if not cands:
+                emitted.append(coins.draw(q[v]))
+                return path, emitted
+            tokens = torch.tensor([tree.tokens[c] for c in cands], device=q.device)
+            j, token = verify_node(tree.rule, q[v], tree.draft_probs[v].to(q.device), tokens, coins)
+            emitted.append(token)
+            if j < 0:
+                return path, emitted
+            v = cands[j]
+            path.append(v)
+            if token in eos:
+                return path, emitted
+
+    def expected_yield(self, tree: DraftTree, q: torch.Tensor, eos: frozenset[int]) -> float:
+        """Recursively from the root (§10): at a reached node, candidate j is accepted with probability
+        prod_{i<j}(1 - a_i) * a_j from the rule's NodeLaw; an accepted EOS ends the step (no extra token)."""
+        rule = get_rule(tree.rule)
+
+        def from_node(v: int) -> float:
+            cands = tree.candidates.get(v, [])
+            if not cands:
+                return 1.0  # the bonus token
+            tokens = torch.tensor([tree.tokens[c] for c in cands], device=q.device)
+            law = rule(q[v], tree.draft_probs[v].to(q.device), tokens)
+            total, reach = 0.0, 1.0
+            for c, a in zip(cands, law.accept_probs().tolist()):
+                if a > 0 and reach > 0:
+                    total += reach * a * (1.0 if tree.tokens[c] in eos else 1.0 + from_node(c))
+                reach *= 1.0 - a
+            return total + reach  # the residual token when every candidate is rejected
+
+        return from_node(0)
+
+
+VERIFIER = Walk
