@@ -228,9 +228,9 @@ def figures(tables: Tables) -> Iterator[tuple[str, Figure]]:
             yield f"{slug(setting, kind)}_acceptance", acceptance_figure(group, tables.steps, kind, title, styles)
 
 
-def save(fig: Figure, stem: Path) -> list[Path]:
-    """Write `stem`.png (150 dpi) and `stem`.pdf; returns both paths."""
-    paths = [stem.parent / f"{stem.name}.{ext}" for ext in ("png", "pdf")]
+def save(fig: Figure, stem: Path, formats: tuple[str, ...] = ("png", "pdf")) -> list[Path]:
+    """Write `stem`.png (150 dpi) and `stem`.pdf (or the given formats); returns the paths."""
+    paths = [stem.parent / f"{stem.name}.{ext}" for ext in formats]
     for path in paths:
         fig.savefig(path, dpi=150)
     return paths

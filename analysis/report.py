@@ -41,8 +41,11 @@ class Report:
     files: list[Path]
 
 
-def write_tables(tables: Tables, out: Path) -> list[Path]:
-    """Write runs, prompts and steps as Parquet and CSV into `out`."""
+def write_tables(tables: Tables, out: Path, compact: bool = False) -> list[Path]:
+    """Write runs, prompts and steps as Parquet and CSV into `out` (compact: only runs.csv)."""
+    if compact:
+        tables.runs.to_csv(out / "runs.csv", index=False)
+        return [out / "runs.csv"]
     paths = []
     for name in ("runs", "prompts", "steps"):
         frame = getattr(tables, name)
@@ -60,15 +63,19 @@ def write_markdown(markdown: dict[str, str], out: Path) -> list[Path]:
     return paths
 
 
-def write_figures(tables: Tables, out: Path) -> list[Path]:
-    """Draw and save every figure (PNG and PDF) into `out`/figures."""
+def write_figures(tables: Tables, out: Path, compact: bool = False) -> list[Path]:
+    """Draw and save every figure (PNG and PDF; compact: PNG only) into `out`/figures."""
     fig_dir = out / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
-    return [path for stem, fig in figures(tables) for path in save(fig, fig_dir / stem)]
+    formats = ("png",) if compact else ("png", "pdf")
+    return [path for stem, fig in figures(tables) for path in save(fig, fig_dir / stem, formats)]
 
 
-def build_report(inputs: Iterable[Path | str], out: Path | str) -> Report:
-    """Load every usable completed run under `inputs` and write the tables, markdown and figures into `out`."""
+def build_report(inputs: Iterable[Path | str], out: Path | str, compact: bool = False) -> Report:
+    """Load every usable completed run under `inputs` and write the tables, markdown and figures into `out`.
+
+    `compact` (a report to commit): the runs table as CSV, the markdown tables and PNG figures only.
+    """
     out = Path(out)
     tables = load(inputs)
     out.mkdir(parents=True, exist_ok=True)
@@ -83,8 +90,8 @@ def build_report(inputs: Iterable[Path | str], out: Path | str) -> Report:
         rankings += [f"{setting_title(dict(zip(SETTING, keys)))}; {KINDS[keys[-1]][0]}:", *(f"  {x}" for x in lines)]
     if len(pairs):
         pairs.to_csv(out / "pairs.csv", index=False)
-    files = (write_tables(tables, out) + ([out / "pairs.csv"] if len(pairs) else []) + write_markdown(markdown, out)
-             + write_figures(tables, out))
+    files = (write_tables(tables, out, compact) + ([out / "pairs.csv"] if len(pairs) else [])
+             + write_markdown(markdown, out) + write_figures(tables, out, compact))
     return Report(out, tables, markdown, pairs, rankings, files)
 
 
@@ -93,10 +100,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m analysis.report", description=__doc__.split("\n")[0])
     parser.add_argument("inputs", nargs="+", type=Path, help="directories searched recursively for run directories")
     parser.add_argument("--out", type=Path, default=Path("reports"), help="output directory (default: reports)")
+    parser.add_argument("--compact", action="store_true",
+                        help="write only runs.csv, the markdown tables and PNG figures (a report to commit)")
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.INFO)
     try:
-        report = build_report(args.inputs, args.out)
+        report = build_report(args.inputs, args.out, args.compact)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

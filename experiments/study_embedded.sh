@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The study on the embedded pair (docs/results/README.md): the paper's fixed-length grid on the three built-in
+# datasets at T = 1, the same grid at T = 0 on Dolly-style prompts, and the fixed-compute grid with shapes selected on
+# tuning prompts; then the report into docs/results/embedded. Every sweep is resumable: rerun to continue.
+# RSD_WORKERS processes (default 2, one torch thread each) share each sweep: a run held by one is skipped by the others
+# (rsd.store's run locks). Extra arguments go to every sweep.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+workers=${RSD_WORKERS:-2}
+
+sweep() {
+  local pids=()
+  for _ in $(seq "$workers"); do
+    python run.py -m "$@" & pids+=($!)
+    sleep 5  # staggered, so the workers start on different runs
+  done
+  for pid in "${pids[@]}"; do wait "$pid"; done
+}
+
+for dataset in dolly_builtin xsum_builtin wmt_builtin; do
+  sweep experiment=fig_smollm2_fixed_length dataset="$dataset" "$@"
+done
+sweep experiment=fig_smollm2_fixed_length dataset=dolly_builtin sampling.temperature=0 "$@"
+for dataset in dolly_builtin xsum_builtin wmt_builtin; do
+  sweep experiment=fig_smollm2_fixed_compute dataset="$dataset" "$@"
+done
+python -m analysis.report results/study/embedded --out docs/results/embedded --compact
