@@ -160,10 +160,12 @@ def expected_be(record: Mapping[str, Any]) -> float:
 
 
 def decode_rate(records: list[Mapping[str, Any]]) -> float:
-    """Ratio of sums: tokens after each prompt's first / decode seconds; NaN unless every record has decode_s."""
+    """Ratio of sums: tokens of the decode phase (`decode_tokens`, the tokens after the first step; older records:
+    after the first token) / decode seconds; NaN unless every record has decode_s."""
     if not records or any(r.get("decode_s") is None for r in records):
         return NAN
-    return token_rate(sum(max(r["new_tokens"] - 1, 0) for r in records), sum(r["decode_s"] for r in records))
+    tokens = sum(r["decode_tokens"] if "decode_tokens" in r else max(r["new_tokens"] - 1, 0) for r in records)
+    return token_rate(tokens, sum(r["decode_s"] for r in records))
 
 
 def selection_columns(summary: Mapping[str, Any]) -> dict:
@@ -199,7 +201,8 @@ def run_row(run_dir: Path, summary: Mapping[str, Any], records: list[Mapping[str
         "draft_calls": summary["draft_calls"], "block_efficiency": summary["block_efficiency"],
         "expected_block_efficiency": nan_if_none(summary.get("expected_block_efficiency", expected_run)),
         "mbsu": summary["mbsu"], "token_rate": summary["token_rate"], "token_rate_ratio": NAN,
-        "decode_token_rate": nan_if_none(summary.get("decode_token_rate", decode_rate(records))),
+        "decode_token_rate": nan_if_none(summary.get("decode_token_rate") if summary.get("decode_token_rate")
+                                         is not None else decode_rate(records)),
         "decode_token_rate_ratio": NAN,
         "accuracy": nan_if_none(summary["accuracy"]), "accuracy_ratio": NAN,  # ratios: set by add_ratios
         "mean_accepted_length": summary["mean_accepted_length"],

@@ -8,10 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 workers=${RSD_WORKERS:-2}
 
+worker() { python run.py -m "$@"; }
+
 sweep() {
   local pids=()
   for _ in $(seq "$workers"); do
-    python run.py -m "$@" & pids+=($!)
+    worker "$@" &
+    pids+=($!)
     sleep 5  # staggered, so the workers start on different runs
   done
   for pid in "${pids[@]}"; do wait "$pid"; done

@@ -119,8 +119,8 @@ def test_num_prompts_larger_than_the_dataset_says_how_many_exist(tmp_path):
     write_parquet(XSUM, tmp_path / "x" / "test.parquet")
     with pytest.raises(DatasetError, match=r"dataset.num_prompts=7, but .* has only 6 prompts"):
         load_examples(dataset_cfg("xsum", tmp_path / "x", "dataset.num_prompts=7"))
-    with pytest.raises(DatasetError, match="has only 32 prompts"):
-        load_examples(to_dict(compose_cfg("dataset=wmt_builtin", "dataset.num_prompts=33").dataset))
+    with pytest.raises(DatasetError, match="has only 48 prompts"):
+        load_examples(to_dict(compose_cfg("dataset=wmt_builtin", "dataset.num_prompts=49").dataset))
 
 
 def test_missing_local_copy_and_missing_hub_dataset_say_what_to_do(tmp_path):

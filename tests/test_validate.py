@@ -315,8 +315,11 @@ def test_array_sbatch_passes_task_lines_as_arguments_without_eval(tmp_path):
     fake.write_text(f'#!/usr/bin/env bash\nif [ "$1" = run.py ]; then shift; printf "%s\\0" "$@" > {got}; exit 0; fi\n'
                     f'exec {sys.executable} "$@"\n')
     fake.chmod(0o755)
+    submit = tmp_path / "submit"  # a submit directory without .venv, whose activation would hide the fake python
+    submit.mkdir()
+    (submit / "slurm").symlink_to(ROOT / "slurm")
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_ARRAY_TASK_ID": "1",
-           "SLURM_SUBMIT_DIR": str(ROOT), "SLURM_JOB_ID": "7"}
+           "SLURM_SUBMIT_DIR": str(submit), "SLURM_JOB_ID": "7"}
     proc = subprocess.run(["bash", str(ROOT / "slurm" / "array.sbatch"), str(tasks)], env=env, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

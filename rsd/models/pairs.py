@@ -112,10 +112,10 @@ def resolve_path(spec: str) -> str:
 
 
 def offline() -> bool:
-    """Whether the hub is switched off (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE = 1, true, yes or on)."""
-    from huggingface_hub import constants
-
-    return constants.is_offline_mode()
+    """Whether the hub is switched off: HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is 1, true, yes or on, read now from
+    the environment (huggingface_hub reads it once at import; `go_offline` sets it for this process too)."""
+    return any(os.environ.get(var, "").strip().upper() in ("1", "TRUE", "YES", "ON")
+               for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
 @functools.cache
