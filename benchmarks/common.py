@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import sys
@@ -14,9 +15,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from rsd.data import load_builtin  # noqa: E402
 from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr  # noqa: E402
 from rsd.drafters.base import Drafter  # noqa: E402
 from rsd.engine import Engine  # noqa: E402
+from rsd.models.pairs import load_pair  # noqa: E402
 
 # (label, drafter factory): AR, every method at L = 4 (K = W = b_1 = 3) and at B = 30 (K = W = b_1 = 6, L = 5).
 SHAPES: dict[str, Callable[[], Drafter]] = {
@@ -140,3 +143,23 @@ def profiled(engine: Engine):
                 setattr(obj, attr, old)
         if old_walk is not None:
             eng.walk = old_walk
+
+
+def parser_and_prompts(description: str, **extra: dict
+                       ) -> tuple[argparse.Namespace, object, list[list[int]], list[str]]:
+    """The options every pair benchmark shares (--pair, --prompts, --max-new-tokens, --threads, --shapes, plus
+    `extra` name -> add_argument kwargs), parsed; then the loaded pair, the prompts' ids and the shape labels."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pair", choices=sorted(PAIRS), default="tiny")
+    ap.add_argument("--prompts", type=int, default=2)
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--shapes", default="all", help="comma-separated labels from common.SHAPES, or 'all'")
+    for name, kwargs in extra.items():
+        ap.add_argument(name, **kwargs)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    pair = load_pair(PAIRS[args.pair])
+    prompts = [pair.encode_prompt(ex.prompt)[:200] for ex in load_builtin("dolly_builtin")[: args.prompts]]
+    labels = list(SHAPES) if args.shapes == "all" else args.shapes.split(",")
+    return args, pair, prompts, labels

@@ -11,16 +11,13 @@ is the same ratio with the forward times measured inside the run (1 - the share 
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import torch
-from common import PAIRS, SHAPES, command, machine, profiled
+from common import SHAPES, command, machine, parser_and_prompts, profiled
 
-from rsd.data import load_builtin
 from rsd.engine import Engine
 from rsd.models.adapter import CausalLM
-from rsd.models.pairs import load_pair
 from rsd.sampling import SamplingParams, prompt_generator
 
 
@@ -46,17 +43,7 @@ def width(drafter) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pair", choices=sorted(PAIRS), default="tiny")
-    ap.add_argument("--prompts", type=int, default=2)
-    ap.add_argument("--max-new-tokens", type=int, default=48)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--shapes", default="all")
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    pair = load_pair(PAIRS[args.pair])
-    prompts = [pair.encode_prompt(ex.prompt)[:200] for ex in load_builtin("dolly_builtin")[: args.prompts]]
-    labels = list(SHAPES) if args.shapes == "all" else args.shapes.split(",")
+    args, pair, prompts, labels = parser_and_prompts(__doc__)
     print(f"$ {command()}\n# {machine()}\n# pair {args.pair}, T=1, {args.prompts} prompts x {args.max_new_tokens}")
     head = (f"{'method':<18} {'BE':>5} {'t_tgt(B+1)':>10} {'t_draft(w)':>10} {'limit/s':>8} {'measured/s':>10} "
             f"{'ratio':>6} {'in-situ':>7}")

@@ -9,30 +9,14 @@ spent outside model forwards (the harness's overhead; target: <= 3% on the embed
 
 from __future__ import annotations
 
-import argparse
+from common import COMPONENTS, SHAPES, command, machine, parser_and_prompts, profiled
 
-import torch
-from common import COMPONENTS, PAIRS, SHAPES, command, machine, profiled
-
-from rsd.data import load_builtin
 from rsd.engine import Engine
-from rsd.models.pairs import load_pair
 from rsd.sampling import SamplingParams, prompt_generator
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pair", choices=sorted(PAIRS), default="tiny")
-    ap.add_argument("--prompts", type=int, default=2)
-    ap.add_argument("--max-new-tokens", type=int, default=48)
-    ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--shapes", default="all", help="comma-separated labels from common.SHAPES, or 'all'")
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    pair = load_pair(PAIRS[args.pair])
-    prompts = [pair.encode_prompt(ex.prompt)[:200] for ex in load_builtin("dolly_builtin")[: args.prompts]]
-    labels = list(SHAPES) if args.shapes == "all" else args.shapes.split(",")
+    args, pair, prompts, labels = parser_and_prompts(__doc__, **{"--temperature": {"type": float, "default": 1.0}})
     print(f"$ {command()}\n# {machine()}")
     print(f"# pair {args.pair}: {args.prompts} prompts x {args.max_new_tokens} tokens, T={args.temperature:g}; "
           "ms per step (one target call)")

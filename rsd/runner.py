@@ -455,14 +455,18 @@ def _execute_or_record(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Examp
 
 
 def format_table(summaries: list[Mapping]) -> str:
-    """A plain-text table: method, shape, block efficiency, MBSU, tokens/s (and accuracy when known)."""
-    header = f"{'method':<10} {'shape':<12} {'budget':<6} {'BE':>6} {'MBSU':>6} {'tok/s':>7} {'accuracy':>8}"
+    """A plain-text table: method, shape, block efficiency (measured and expected), MBSU, decode tokens/s, accuracy."""
+    header = (f"{'method':<10} {'shape':<12} {'budget':<6} {'BE':>6} {'E[BE]':>6} {'MBSU':>6} {'tok/s':>7} "
+              f"{'accuracy':>8}")
     lines = [header, "-" * len(header)]
     for s in summaries:
         acc = f"{s['accuracy']:.1f}" if s.get("accuracy") is not None else "-"
+        expected = s.get("expected_block_efficiency")
+        expected = f"{expected:.2f}" if expected is not None and expected == expected else "-"
+        rate = s.get("decode_token_rate") or s["token_rate"]
         lines.append(f"{s['method']:<10} {s['shape_tag']:<12} {s['budget_value']:<6} {s['block_efficiency']:>6.2f} "
-                     f"{s['mbsu']:>6.2f} {s['token_rate']:>7.1f} {acc:>8}")
-    return "\n".join(lines)
+                     f"{expected:>6} {s['mbsu']:>6.2f} {rate:>7.1f} {acc:>8}")
+    return "\n".join(lines + ["(tok/s: decode rate, tokens after the first step / seconds after it)"])
 
 
 __all__ = ["RunPlan", "append_record", "execute", "format_table", "plan_runs", "read_records", "run", "run_dir_for",

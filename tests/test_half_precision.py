@@ -10,10 +10,10 @@ rounds differently from k one-token passes, so near-ties can flip.
 
 import pytest
 import torch
-from test_tree_forward import VOCAB, branching_tree, sequential_logits
+from test_tree_forward import VOCAB, branching_tree, sequential_logits, tree_call_logits
 
 from rsd.drafters import RSDS
-from rsd.engine import Engine, Generation, tree_inputs
+from rsd.engine import Engine, Generation
 from rsd.models.adapter import CausalLM
 from rsd.models.tiny import tiny_pair
 from rsd.oracles import node_output_law
@@ -34,10 +34,7 @@ def test_half_precision_tree_forward_matches_sequential(arch, impl, dtype):
     assert lm.dtype == dtype
     prompt = [5, 9, 2, 7, 11]
     tree = branching_tree(prompt[-1])
-    lm.reset()
-    lm.forward(torch.tensor(prompt[:2]), torch.arange(2), torch.ones(2, 2, dtype=torch.bool).tril())
-    tokens, positions, attend = tree_inputs(tree, prompt, lm.cached_len)
-    logits = lm.forward(tokens, positions, attend)[len(prompt) - 2 - 1:]
+    logits = tree_call_logits(lm, prompt, tree)
     assert logits.dtype == dtype
     worst = 0.0
     for v in range(len(tree)):

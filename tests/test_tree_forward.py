@@ -33,18 +33,22 @@ def sequential_logits(model, ids: list[int]) -> torch.Tensor:
         return model(input_ids=torch.tensor([ids])).logits[0, -1]
 
 
+def tree_call_logits(lm: CausalLM, prompt: list[int], tree) -> torch.Tensor:
+    """Logits at every tree node from one tree forward after a first call that caches part of the prompt (so the tree
+    call also covers uncached committed tokens), as the engine's step does."""
+    lm.reset()
+    lm.forward(torch.tensor(prompt[:2]), torch.arange(2), torch.ones(2, 2, dtype=torch.bool).tril())
+    tokens, positions, attend = tree_inputs(tree, prompt, lm.cached_len)
+    return lm.forward(tokens, positions, attend)[len(prompt) - 2 - 1:]
+
+
 @pytest.mark.parametrize("arch", ["llama", "opt"])
 @pytest.mark.parametrize("impl", ["eager", "sdpa"])
 def test_tree_logits_equal_sequential(arch, impl):
     target, _ = tiny_pair(arch, VOCAB, attn_implementation=impl)
-    lm = CausalLM(target)
     prompt = [5, 9, 2, 7, 11]
     tree = branching_tree(prompt[-1])
-    lm.reset()
-    # a first call caches part of the prompt, so the tree call also covers uncached committed tokens
-    lm.forward(torch.tensor(prompt[:2]), torch.arange(2), torch.ones(2, 2, dtype=torch.bool).tril())
-    tokens, positions, attend = tree_inputs(tree, prompt, lm.cached_len)
-    logits = lm.forward(tokens, positions, attend)[len(prompt) - 2 - 1:]
+    logits = tree_call_logits(CausalLM(target), prompt, tree)
     for v in range(len(tree)):
         ids = prompt + [tree.tokens[u] for u in tree.path_to(v)]
         torch.testing.assert_close(logits[v], sequential_logits(target, ids), atol=1e-5, rtol=0)
