@@ -20,6 +20,7 @@ from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr  # noqa: E402
 from rsd.drafters.base import Drafter  # noqa: E402
 from rsd.engine import Engine  # noqa: E402
 from rsd.models.pairs import load_pair  # noqa: E402
+from rsd.sampling import prompt_generator  # noqa: E402
 
 # (label, drafter factory): AR, every method at L = 4 (K = W = b_1 = 3) and at B = 30 (K = W = b_1 = 6, L = 5).
 SHAPES: dict[str, Callable[[], Drafter]] = {
@@ -163,3 +164,15 @@ def parser_and_prompts(description: str, **extra: dict
     prompts = [pair.encode_prompt(ex.prompt)[:200] for ex in load_builtin("dolly_builtin")[: args.prompts]]
     labels = list(SHAPES) if args.shapes == "all" else args.shapes.split(",")
     return args, pair, prompts, labels
+
+
+def profile_prompts(engine: Engine, prompts: list[list[int]], max_new_tokens: int):
+    """One untimed warm-up, then every prompt generated under `profiled`: the profile, with steps, tokens and wall."""
+    engine.warm_up(prompts[0])
+    with profiled(engine) as prof:
+        for i, ids in enumerate(prompts):
+            out = engine.generate(ids, max_new_tokens, prompt_generator(0, str(i)))
+            prof.steps += out.target_calls
+            prof.tokens += len(out.new_token_ids)
+            prof.s["wall"] += out.wall_s
+    return prof

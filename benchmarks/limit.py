@@ -14,11 +14,11 @@ from __future__ import annotations
 import time
 
 import torch
-from common import SHAPES, command, machine, parser_and_prompts, profiled
+from common import SHAPES, command, machine, parser_and_prompts, profile_prompts
 
 from rsd.engine import Engine
 from rsd.models.adapter import CausalLM
-from rsd.sampling import SamplingParams, prompt_generator
+from rsd.sampling import SamplingParams
 
 
 def forward_ms(lm: CausalLM, context: list[int], n: int, reps: int = 7) -> float:
@@ -53,13 +53,7 @@ def main() -> None:
         drafter = SHAPES[label]()
         engine = Engine(pair.target, pair.draft if drafter.draft_length else None, drafter, SamplingParams(1.0),
                         pair.eos_token_ids, pair.vocab_size)
-        engine.warm_up(prompts[0])
-        with profiled(engine) as prof:
-            for i, ids in enumerate(prompts):
-                out = engine.generate(ids, args.max_new_tokens, prompt_generator(0, str(i)))
-                prof.steps += out.target_calls
-                prof.tokens += len(out.new_token_ids)
-                prof.s["wall"] += out.wall_s
+        prof = profile_prompts(engine, prompts, args.max_new_tokens)
         be = prof.tokens / prof.steps
         t_target = forward_ms(pair.target, context, drafter.max_tree_size + 1)
         t_draft = forward_ms(pair.draft, context, width(drafter)) if drafter.draft_length else 0.0

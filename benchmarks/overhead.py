@@ -9,10 +9,10 @@ spent outside model forwards (the harness's overhead; target: <= 3% on the embed
 
 from __future__ import annotations
 
-from common import COMPONENTS, SHAPES, command, machine, parser_and_prompts, profiled
+from common import COMPONENTS, SHAPES, command, machine, parser_and_prompts, profile_prompts
 
 from rsd.engine import Engine
-from rsd.sampling import SamplingParams, prompt_generator
+from rsd.sampling import SamplingParams
 
 
 def main() -> None:
@@ -26,16 +26,7 @@ def main() -> None:
         drafter = SHAPES[label]()
         engine = Engine(pair.target, pair.draft if drafter.draft_length else None, drafter,
                         SamplingParams(args.temperature), pair.eos_token_ids, pair.vocab_size)
-        if hasattr(engine, "warm_up"):
-            engine.warm_up(prompts[0])
-        else:
-            engine.generate(prompts[0], 8, prompt_generator(99, "warm-up"))
-        with profiled(engine) as prof:
-            for i, ids in enumerate(prompts):
-                out = engine.generate(ids, args.max_new_tokens, prompt_generator(0, str(i)))
-                prof.steps += out.target_calls
-                prof.tokens += len(out.new_token_ids)
-                prof.s["wall"] += out.wall_s
+        prof = profile_prompts(engine, prompts, args.max_new_tokens)
         split = prof.split()
         print(f"{label:<18} {prof.tokens / prof.steps:>5.2f} " + " ".join(f"{split[c]:>10.3f}" for c in COMPONENTS)
               + f" {sum(split.values()):>8.3f} {100 * prof.overhead_share():>7.1f}%", flush=True)
