@@ -3,7 +3,9 @@
 # datasets at T = 1, the same grid at T = 0 on Dolly-style prompts, and the fixed-compute grid with shapes selected on
 # tuning prompts; then the report into docs/results/embedded. Every sweep is resumable: rerun to continue.
 # RSD_WORKERS processes (default 2, one torch thread each) share each sweep: a run held by one is skipped by the others
-# (rsd.store's run locks). Extra arguments go to every sweep.
+# (rsd.store's run locks). Extra arguments go to every sweep. The finished runs' records ship in
+# docs/results/embedded/runs.tar.gz: `tar xzf docs/results/embedded/runs.tar.gz -C results/study` restores them, so
+# a rerun resumes where they stop instead of decoding them again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workers=${RSD_WORKERS:-2}
@@ -28,3 +30,4 @@ for dataset in dolly_builtin xsum_builtin wmt_builtin; do
   sweep experiment=fig_smollm2_fixed_compute dataset="$dataset" "$@"
 done
 python -m analysis.report results/study/embedded --out docs/results/embedded --compact
+tar czf docs/results/embedded/runs.tar.gz --exclude='*.lock' --exclude='.hydra' -C results/study embedded
