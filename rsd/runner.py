@@ -14,6 +14,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -418,12 +419,12 @@ def run(cfg: DictConfig | Mapping) -> list[dict]:
     if run_inputs(conf, examples) != inputs:  # loading fetched a hub model: its revision now names the runs
         return run(conf)
     if tune_plans:
-        tuned = [_execute_or_record(p, pair, tune_prompts, conf, truncated,
-                                    {"selection": {"role": "tune", "prompts": tuning_ids}}) for p in tune_plans]
-        if any(s is None for s in tuned):
-            print("[rsd] some tuning runs are held by another process: the evaluation runs of this job wait for a "
-                  "rerun once they finish", flush=True)
-            return []
+        tune_extra = {"selection": {"role": "tune", "prompts": tuning_ids}}
+        tuned = [_execute_or_record(p, pair, tune_prompts, conf, truncated, tune_extra) for p in tune_plans]
+        for i, plan in enumerate(tune_plans):  # a tuning run another process holds: wait for it, then rank
+            while tuned[i] is None:
+                time.sleep(2)
+                tuned[i] = _execute_or_record(plan, pair, tune_prompts, conf, truncated, tune_extra)
         chosen = _selected(plans, tuned, select["top"], tuning_ids)
     summaries = [_execute_or_record(p, pair, prompts, conf, truncated, extra) for p, extra in chosen]
     return [s for s in summaries if s is not None]

@@ -1,6 +1,7 @@
 """Shape selection on a tuning split (rsd.selection): disjoint prompts, the best tuned shape runs, labelled as such."""
 
 import json
+import threading
 
 import pytest
 
@@ -46,3 +47,24 @@ def test_only_the_shape_ranked_best_on_tuning_prompts_runs_on_the_evaluation_pro
     monkeypatch.setattr(rsd.runner, "load_pair_tokenizer", no_load)
     [again] = run(cfg)
     assert again["run_dir"] == summary["run_dir"]
+
+
+def test_a_tuning_run_held_by_another_process_is_waited_for(tmp_path):
+    """Two workers on one selection job: the one that finds a tuning run busy waits for it, then still runs the
+    evaluation (giving up would leave the job without its evaluation run when both workers give up)."""
+    from rsd.data import load_examples
+    from rsd.runner import plan_runs, run_inputs, to_dict
+    from rsd.store import RunLock
+
+    cfg = compose_cfg("model_pair=tiny_llama", f"out_dir={tmp_path}", "sampling.max_new_tokens=6",
+                      "dataset.num_prompts=2", "drafter=spectr", "budget=fixed_compute", "budget.target_tokens=4",
+                      "budget.select={prompts:2,top:1}")
+    conf = to_dict(cfg)
+    _, tuning = split_tuning(load_examples({**conf["dataset"], "num_prompts": None}), 2, 2)
+    busy = plan_runs({**conf, "out_dir": str(tmp_path / "tuning")}, run_inputs(conf, tuning))[0].run_dir
+    lock = RunLock(busy).__enter__()
+    assert lock.held
+    threading.Timer(2.0, lock.__exit__).start()  # the "other worker" lets go without finishing the run
+    [summary] = run(cfg)
+    assert summary["selection"]["role"] == "eval" and summary["selection"]["candidates"] == 3
+    assert (busy / "summary.json").exists()
