@@ -143,7 +143,8 @@ def best_pairs(best: pd.DataFrame, runs: pd.DataFrame, prompts: pd.DataFrame) ->
     for keys, point in drafted.groupby([*SETTING, "budget", "x"], sort=True):
         by = rank_column(point)
         point = point.sort_values(by, ascending=False, kind="stable")
-        chosen = runs.merge(point[[*SETTING, "budget", "x", "method", "shape_tag"]],
+        evaluated = runs[runs["selection_role"] != "tune"]  # a tuning run shares its shape tag with the chosen run
+        chosen = evaluated.merge(point[[*SETTING, "budget", "x", "method", "shape_tag"]],
                             on=[*SETTING, "budget", "x", "method", "shape_tag"])
         for seed, seed_runs in chosen.groupby("seed"):
             run_of = dict(zip(seed_runs["method"], seed_runs["run_dir"]))

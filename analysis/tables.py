@@ -51,7 +51,7 @@ def choose(group: pd.DataFrame) -> tuple[pd.Series, str, str]:
     if len(tuned):
         pick = tuned.sort_values(["selection_rank", crit], ascending=[True, False], na_position="last",
                                  kind="stable").iloc[0]
-        by = pick["selected_by"] or "the runner's criterion"
+        by = str(pick["selected_by"] or "the runner's criterion").split(" on ")[0]  # older runs named the prompts
         words = f"selected on {int(pick['selection_prompts'])} tuning prompts by {by}"
         if len(tuned) > 1 and not np.isfinite(pick["selection_rank"]):
             words += f", then best of {len(tuned)} on these prompts by {crit_words} (biased upward)"

@@ -439,7 +439,7 @@ def _selected(plans: list[RunPlan], tuned: list[dict], top: int, tuning_ids: lis
     ranking = [{"shape_tag": s["shape_tag"], "expected_block_efficiency": s.get("expected_block_efficiency"),
                 "block_efficiency": s["block_efficiency"]} for s in ranked]
     return [(p, {"selection": {"role": "eval", "prompts": tuning_ids, "rank": rank[shape_tag(p.shape)],
-                               "selected_by": f"expected block efficiency on {len(tuning_ids)} tuning prompts",
+                               "selected_by": "expected block efficiency",
                                "candidates": len(tuned), "ranking": ranking}})
             for p in plans if rank[shape_tag(p.shape)] <= top]
 
