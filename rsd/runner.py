@@ -9,7 +9,6 @@ whole job is complete), repairs corrupt files and resumes unfinished runs; a run
 
 from __future__ import annotations
 
-import importlib
 import os
 import platform
 import subprocess
@@ -40,6 +39,7 @@ from rsd.models.pairs import (
     pair_context_length,
     text_token_ids,
 )
+from rsd.plugins import import_object
 from rsd.sampling import SamplingParams, prompt_generator
 from rsd.selection import rank_shapes, selection_config, split_tuning
 from rsd.store import (
@@ -91,12 +91,7 @@ class RunPlan:
 
 def drafter_class(target: str) -> type[Drafter]:
     """Import `package.module.Class` (the drafter YAML's `_target_`) and check it is a Drafter."""
-    module_name, _, cls_name = target.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module_name), cls_name)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise ConfigError(f"drafter _target_ {target!r} cannot be imported ({err}); is its package installed or on "
-                          "PYTHONPATH?") from None
+    cls = import_object(target, "drafter _target_", "is its package installed or on PYTHONPATH?")
     if not (isinstance(cls, type) and issubclass(cls, Drafter)):
         raise ConfigError(f"drafter _target_ {target!r} is not a subclass of rsd.drafters.Drafter")
     return cls

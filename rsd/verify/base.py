@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import torch
 
 from rsd.errors import ConfigError
+from rsd.plugins import import_object
 from rsd.sampling import sample, uniform
 
 if TYPE_CHECKING:
@@ -81,12 +82,9 @@ def get_verifier(spec: str | Verifier) -> Verifier:
     if spec in BUILTIN:
         module = importlib.import_module(f"rsd.verify.{spec}")
         return module.VERIFIER()
-    module_name, _, attr = spec.rpartition(".")
-    try:
-        obj = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise ConfigError(f"drafter.verifier={spec!r} cannot be imported ({err}); use one of {list(BUILTIN)} or a "
-                          "dotted path 'pkg.mod.Obj' on PYTHONPATH") from None
+    attr = spec.rpartition(".")[2]
+    obj = import_object(spec, "drafter.verifier", f"use one of {list(BUILTIN)} or a dotted path 'pkg.mod.Obj' on "
+                        "PYTHONPATH")
     if isinstance(obj, type):
         obj = obj()
     if hasattr(obj, "verify"):
