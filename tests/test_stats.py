@@ -227,6 +227,25 @@ def test_tuning_runs_are_excluded_and_every_chosen_shape_is_labelled(tmp_path):
     assert "| no |" in selection  # b2-2 was tuned but not evaluated
 
 
+def test_pairs_compare_the_evaluation_run_never_the_tuning_run_of_the_same_shape(tmp_path):
+    ar_run(tmp_path)
+    tuning = {"prompts": [f"t{i:02d}" for i in range(N)], "selected_by": "expected_block_efficiency", "rank": 1}
+    tune_records = [rec("rsd_c", i) | {"prompt_id": f"t{i:02d}"} for i in range(N)]
+    for name in ("a-tune", "z-tune"):  # sorted before and after the evaluation run: the order must not matter
+        write_run(tmp_path, f"rsd_c-b3-1-{name}", "rsd_c", {"branching": [3, 1]}, "b3-1", "fixed_compute", 6,
+                  tune_records, 50.0, extra={"selection": {**tuning, "role": "tune"}})
+    method_run(tmp_path, "rsd_c", x=6, budget="fixed_compute", shape={"branching": [3, 1]}, tag="b3-1",
+               name="rsd_c-b3-1-m-eval", extra={"selection": {**tuning, "role": "eval"}})
+    method_run(tmp_path, "spectr", x=6, budget="fixed_compute", shape={"num_drafts": 3, "draft_length": 2}, tag="K3L2")
+    tables = load([tmp_path])
+    pairs = all_pairs(best_shapes(tables.runs, tables.prompts), tables.runs, tables.prompts)
+    row = one(pairs, kind="best shape")
+    assert {row.first, row.second} == {"rsd_c", "spectr"} and row.block_efficiency_n == N
+    sign = 1 if row.first == "rsd_c" else -1
+    expected = per_prompt("rsd_c", "block_efficiency") - per_prompt("spectr", "block_efficiency")
+    assert row.block_efficiency_diff == pytest.approx(sign * expected.mean())
+
+
 # --- loading: expected BE, robustness, greedy --------------------------------------------------------------------
 
 def test_expected_block_efficiency_per_prompt_and_run(trio, tmp_path):
