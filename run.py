@@ -11,7 +11,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from rsd.errors import RsdError
+from rsd.preflight import refuse_job
 from rsd.runner import format_table, run
+
+LOCAL_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"  # runs every job in this process
 
 
 def discard_hydra_output() -> None:
@@ -40,8 +43,12 @@ def main(cfg: DictConfig) -> None:
     try:
         summaries = run(cfg)
     except RsdError as err:
-        if HydraConfig.get().mode == RunMode.MULTIRUN:
-            raise  # Hydra reports the failing job with its overrides; the sweep's other jobs keep their results
+        hc = HydraConfig.get()
+        if hc.mode == RunMode.MULTIRUN:
+            if hc.launcher._target_ != LOCAL_LAUNCHER:
+                raise  # the job runs in its own process (submitit): its launcher reports the failure
+            refuse_job(list(hc.overrides.task), err)  # the sweep goes on and exits 2 at its end (rsd/preflight.py)
+            return
         discard_hydra_output()
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -9,8 +9,10 @@ Before `python run.py -m ...` launches any job it builds the sweep's plan (rsd.p
 distinct model and dataset checked once (embedded, local path, cache, or a short TCP check of the hub), each pair's
 memory against the GPUs requested. It prints the number of runs planned; when anything is missing or does not fit it
 prints one message listing all of it with the fix and exits with status 2, so no job is queued. A job with an
-invalid config is only reported: it fails alone when launched, as before, and the other jobs keep their results.
-RSD_SKIP_PREFLIGHT=1 skips it (e.g. when only the compute nodes can see the model cache).
+invalid config is only reported: it fails alone when launched and the other jobs keep their results. With the local
+launcher a refused job prints one `[rsd] refused job ...` line (run.py, no traceback) and the sweep, once every other
+job has run, exits with status 2 listing the refused jobs. RSD_SKIP_PREFLIGHT=1 skips the plan (e.g. when only the
+compute nodes can see the model cache); the sweep directory is checked in any case (an out_dir that is a file).
 """
 
 from __future__ import annotations
@@ -22,13 +24,30 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from rsd.errors import ConfigError
 from rsd.plan import build_plan, format_plan
+from rsd.validate import check_out_dir
+
+REFUSED: list[str] = []  # jobs of this sweep refused in this process (run.py), listed again when the sweep ends
+
+
+def refuse_job(overrides: list[str], err: Exception) -> None:
+    """Note a job refused in this process (the local launcher runs every job here) and say so in one line."""
+    line = f"job {' '.join(overrides) or '(no overrides)'}: {err}"
+    REFUSED.append(line)
+    print(f"[rsd] refused {line}", file=sys.stderr)
 
 
 class PreflightOnSweepStart(Callback):
     """Refuse a sweep before any job launches when something it needs is missing or cannot fit."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        REFUSED.clear()
+        try:
+            check_out_dir(str(config.hydra.sweep.dir), key="hydra.sweep.dir (the sweep's logs, below out_dir)")
+        except ConfigError as err:
+            print(f"error: {err}", file=sys.stderr)
+            sys.exit(2)
         if os.environ.get("RSD_SKIP_PREFLIGHT", "").strip().lower() in ("1", "true", "yes", "on"):
             return
         plan = build_plan(list(config.hydra.overrides.task))
@@ -41,3 +60,10 @@ class PreflightOnSweepStart(Callback):
             print(f"[rsd] pre-flight: will fail: {err}", file=sys.stderr)
         print(f"[rsd] pre-flight: {plan.jobs} jobs, {sum(plan.runs.values())} runs planned; every model and dataset "
               "is available")
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if REFUSED:
+            print(f"[rsd] {len(REFUSED)} job(s) refused, the other jobs' results are kept:", file=sys.stderr)
+            for line in REFUSED:
+                print(f"  {line}", file=sys.stderr)
+            sys.exit(2)

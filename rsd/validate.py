@@ -169,20 +169,21 @@ def _check_logger(lg: Mapping[str, Any]) -> None:
                           "offline or disabled, or unset it to use logger.mode")
 
 
-def check_out_dir(out_dir: Any) -> None:
-    """`out_dir` must be a directory, or creatable, and writable: checked by creating and removing a probe."""
+def check_out_dir(out_dir: Any, key: str = "out_dir") -> None:
+    """`out_dir` (or the directory named by `key`) must be a directory, or creatable, and writable: checked by
+    creating and removing a probe."""
     if not isinstance(out_dir, str) or not out_dir.strip():
-        raise ConfigError(f"out_dir={out_dir!r} must be a directory path, e.g. out_dir=results")
+        raise ConfigError(f"{key}={out_dir!r} must be a directory path, e.g. out_dir=results")
     path = Path(out_dir).expanduser().absolute()
     existing = next(p for p in (path, *path.parents) if p.exists())
     if not existing.is_dir():
         where = "is a file" if existing == path else f"cannot be created: {existing} is a file"
-        raise ConfigError(f"out_dir={out_dir!r} {where}, not a directory; choose another out_dir (results go in a "
+        raise ConfigError(f"{key}={out_dir!r} {where}, not a directory; choose another out_dir (results go in a "
                           "directory tree below it)")
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".rsd-write-check-", dir=existing))
     except OSError:
-        raise ConfigError(f"out_dir={out_dir!r} is not writable (cannot create files in {existing}); choose a "
+        raise ConfigError(f"{key}={out_dir!r} is not writable (cannot create files in {existing}); choose a "
                           "directory you can write to") from None
 
 

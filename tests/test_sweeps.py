@@ -91,11 +91,22 @@ def test_failing_job_is_reported_and_others_keep_results(tmp_path):
                       "budget.target_tokens=6", "+budget.shape={num_sequences:2}", "dataset.num_prompts=2",
                       "sampling.max_new_tokens=8", f"out_dir={tmp_path}")
     log = proc.communicate(timeout=300)[0]
-    assert proc.returncode != 0
-    assert "Error executing job with overrides" in log and "drafter=sd" in log
+    assert proc.returncode == 2, log
+    assert "[rsd] refused job model_pair=tiny_llama drafter=sd" in log and "Traceback" not in log
+    assert "1 job(s) refused, the other jobs' results are kept" in log
     assert "has no shape meeting budget B6" in log
     [done] = list(tmp_path.rglob("summary.json"))
     assert "spectr-K2xL3" in str(done)
+
+
+def test_sweep_into_a_file_is_refused_before_any_job(tmp_path):
+    target = tmp_path / "results"
+    target.write_text("not a directory")
+    proc = python_run("-m", "drafter=ar,sd", f"out_dir={target}")
+    log = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 2, log
+    assert f"{target} is a file" in log and "choose another out_dir" in log and "Traceback" not in log
+    assert target.read_text() == "not a directory"
 
 
 def test_submitit_local_two_job_sweep(tmp_path):
