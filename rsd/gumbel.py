@@ -40,9 +40,13 @@ def sbs_step(phi: torch.Tensor, key: torch.Tensor, logp: torch.Tensor, width: in
     """
     phi_sx = phi[:, None] + logp.double()
     g = phi_sx + gumbel(logp.shape, gen, logp.device)
-    shifted = truncated_gumbel_shift(key.double(), g)
+    # The shift is increasing in g within a beam, so every kept pair is among its beam's `width` largest raw keys:
+    # shift only those (the row max, which the shift needs, is the first of them).
+    raw = g.topk(min(width, g.shape[-1]), dim=-1)
+    shifted = truncated_gumbel_shift(key.double(), raw.values)
     top = shifted.flatten().topk(min(width, shifted.numel()))
     keep = torch.isfinite(top.values)
     flat, values = top.indices[keep], top.values[keep]
-    parent, token = flat // logp.shape[-1], flat % logp.shape[-1]
+    parent = flat // raw.indices.shape[-1]
+    token = raw.indices[parent, flat % raw.indices.shape[-1]]
     return parent, token, phi_sx[parent, token], values

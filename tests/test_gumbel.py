@@ -68,3 +68,30 @@ def test_sbs_best_beam_is_an_exact_sample_of_the_sequence_law():
     law = {(a, b): float(p1[a] * p2[a, b]) for a in range(3) for b in range(3)}
     result = chi_square_test(counts, law)
     assert result.passed, result
+
+
+def test_sbs_step_shifts_only_each_beams_top_keys_and_keeps_the_same_pairs():
+    """sbs_step shifts each beam's `width` largest raw keys only; the kept pairs must equal, bit for bit, those of
+    shifting every key (the definition), zero-probability tokens included."""
+    from rsd.gumbel import gumbel
+
+    def shift_every_key(phi, key, logp, width, gen):
+        phi_sx = phi[:, None] + logp.double()
+        shifted = truncated_gumbel_shift(key, phi_sx + gumbel(logp.shape, gen, logp.device)).flatten()
+        top = shifted.topk(min(width, shifted.numel()))
+        flat, values = top.indices[torch.isfinite(top.values)], top.values[torch.isfinite(top.values)]
+        return flat // logp.shape[-1], flat % logp.shape[-1], phi_sx.flatten()[flat], values
+
+    rng = torch.Generator().manual_seed(0)
+    for trial in range(200):
+        n, vocab, width = (int(torch.randint(lo, hi, (), generator=rng)) for lo, hi in ((1, 5), (2, 30), (1, 8)))
+        logits = 3 * torch.randn(n, vocab, generator=rng)
+        if trial % 3 == 0:
+            logits[:, torch.rand(vocab, generator=rng) < 0.5] = -float("inf")
+            logits[:, 0] = 0.0
+        phi = torch.randn(n, generator=rng, dtype=torch.float64)
+        key = phi + torch.rand(n, generator=rng, dtype=torch.float64)
+        args = (phi, key, logits.log_softmax(-1), width)
+        for got, want in zip(sbs_step(*args, torch.Generator().manual_seed(trial)),
+                             shift_every_key(*args, torch.Generator().manual_seed(trial))):
+            assert torch.equal(got, want), trial
