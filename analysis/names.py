@@ -41,7 +41,10 @@ def pair_name(pair: str) -> str:
 
 
 def dataset_name(dataset: str) -> str:
-    """'dolly_builtin' -> 'Dolly-style prompts'; unknown ids unchanged."""
+    """'dolly_builtin' -> 'Dolly-style prompts'; unknown ids unchanged; 'a+b' (pooled, analysis.stats) ->
+    'A + B (pooled)'."""
+    if "+" in dataset:
+        return " + ".join(DATASETS.get(d, d) for d in dataset.split("+")) + " (pooled)"
     return DATASETS.get(dataset, dataset)
 
 

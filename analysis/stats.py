@@ -8,6 +8,11 @@ is averaged over prompts, with a two-sided 95% t interval and the p-value of the
 differences against 0). One table is one family: for each metric, Holm's step-down correction runs over all the
 comparisons of one (setting, seed, budget kind), every budget point and pair of methods together.
 
+Pooled over datasets: where the same methods ran at the same point (pair, sampling, seed, budget point) on several
+datasets, their per-prompt differences are also tested together (3 x 32 prompts: SEs about 1/sqrt(3) of one
+dataset's), as the setting 'a+b+c' (its own Holm family). Pairing stays within a prompt, so each dataset's own
+level cancels; a pooled difference is the average over the pooled prompts, each dataset weighted by its prompt count.
+
 Besides the best-shape comparisons, each tree-level verifier is compared with the node-rule method whose drafts it
 verifies (bv with sd, tv with rsd_c) on every shape both ran: the same drafts, verified two ways (issue 11).
 """
@@ -88,9 +93,9 @@ def holm(pvalues: Iterable[float]) -> np.ndarray:
 
 
 def prompt_values(prompts: pd.DataFrame, run_dirs: Iterable[str], metric: str) -> pd.Series:
-    """A metric per prompt id over the given runs (one run per seed is passed, so ids are unique)."""
+    """A metric per (dataset, prompt id) over the given runs (one run per dataset and seed, so the keys are unique)."""
     rows = prompts[prompts["run_dir"].isin(list(run_dirs))]
-    return rows.set_index("prompt_id")[metric]
+    return rows.set_index(["dataset", "prompt_id"])[metric]
 
 
 def rate_metric(prompts: pd.DataFrame, runs: Iterable[str]) -> str:
@@ -100,17 +105,20 @@ def rate_metric(prompts: pd.DataFrame, runs: Iterable[str]) -> str:
         else "token_rate"
 
 
-def compare(prompts: pd.DataFrame, first: str, second: str) -> dict:
-    """Every PAIR_METRICS comparison of run `first` against run `second` on their common prompts.
+def compare(prompts: pd.DataFrame, first: str | Sequence[str], second: str | Sequence[str]) -> dict:
+    """Every PAIR_METRICS comparison of run `first` against run `second` (or of two lists of runs, one per dataset)
+    on their common prompts.
 
     Columns per metric: `<m>_n`, `<m>_diff`, `<m>_low`, `<m>_high`, `<m>_p`; the token-rate metric is the decode
     rate when both runs record it (`rate` names the one used).
     """
-    rate = rate_metric(prompts, [first, second])
+    first, second = ([first] if isinstance(first, str) else list(first)), (
+        [second] if isinstance(second, str) else list(second))
+    rate = rate_metric(prompts, [*first, *second])
     out: dict = {"rate": rate}
     for metric in PAIR_METRICS:
         column = rate if metric == "token_rate" else metric
-        a, b = prompt_values(prompts, [first], column), prompt_values(prompts, [second], column)
+        a, b = prompt_values(prompts, first, column), prompt_values(prompts, second, column)
         common = a.index.intersection(b.index)
         res = paired(a.loc[common].to_numpy(float), b.loc[common].to_numpy(float))
         out.update({f"{metric}_n": res.n, f"{metric}_diff": res.mean, f"{metric}_low": res.low,
@@ -174,6 +182,55 @@ def same_draft_pairs(runs: pd.DataFrame, prompts: pd.DataFrame,
     return pd.DataFrame(rows)
 
 
+def pooled_label(datasets: Iterable[str]) -> str:
+    """The setting name of comparisons pooled over `datasets`: 'dolly_builtin+wmt_builtin+xsum_builtin'."""
+    return "+".join(sorted(datasets))
+
+
+def pooled_best(best: pd.DataFrame, prompts: pd.DataFrame) -> pd.DataFrame:
+    """Rows like best_shapes' for points pooled over datasets (module docstring): per (setting but the dataset,
+    budget point), the methods that ran on every dataset seen at that point, with `run_dirs` joined and the rank
+    metrics averaged over all their prompts. Empty where no point has two datasets."""
+    by_run = prompts.set_index("run_dir")
+    rows = []
+    drafted = best[best["budget"].notna()]
+    pooled_keys = [k for k in SETTING if k != "dataset"]
+    for keys, point in drafted.groupby([*pooled_keys, "budget", "x"], sort=True, dropna=False):
+        datasets = sorted(set(point["dataset"]))
+        if len(datasets) < 2:
+            continue
+        for method, cells in point.groupby("method", sort=False):
+            if sorted(cells["dataset"]) != datasets:
+                continue
+            dirs = [d for ds in cells["run_dirs"] for d in ds]
+            values = by_run.loc[dirs]
+            rows.append({**dict(zip([*pooled_keys, "budget", "x"], keys)), "dataset": pooled_label(datasets),
+                         "method": method, "run_dirs": dirs, "n_datasets": len(datasets),
+                         "shapes": dict(zip(cells["dataset"], cells["shape_tag"])),
+                         **{m: float(values[m].mean()) for m in ("expected_block_efficiency", "block_efficiency")}})
+    return pd.DataFrame(rows)
+
+
+def pooled_pairs(pooled: pd.DataFrame, runs: pd.DataFrame, prompts: pd.DataFrame) -> pd.DataFrame:
+    """Best-shape comparisons pooled over datasets (rows of pooled_best), per seed, ranked as best_pairs ranks."""
+    rows = []
+    seed_of = dict(zip(runs["run_dir"], runs["seed"]))
+    for keys, point in pooled.groupby([*SETTING, "budget", "x"], sort=True, dropna=False):
+        by = rank_column(point)
+        point = point.sort_values(by, ascending=False, kind="stable")
+        seeds = sorted({seed_of[d] for dirs in point["run_dirs"] for d in dirs})
+        for seed in seeds:
+            dirs_of = {r["method"]: [d for d in r["run_dirs"] if seed_of[d] == seed] for _, r in point.iterrows()}
+            order = [m for m in point["method"] if dirs_of[m]]
+            for hi, lo in combinations(order, 2):
+                rows.append({**dict(zip([*SETTING, "budget", "x"], keys)), "seed": seed, "kind": "best shape",
+                             "first": hi, "second": lo, "ranked_by": by,
+                             "chosen": f"{method_label(hi)} vs {method_label(lo)}, each dataset's shape as in its "
+                                       "table",
+                             **compare(prompts, dirs_of[hi], dirs_of[lo])})
+    return pd.DataFrame(rows)
+
+
 def adjust(pairs: pd.DataFrame) -> pd.DataFrame:
     """Add `<metric>_p_holm` per metric: Holm over each family (setting, seed, budget kind and kind of comparison)."""
     if pairs.empty:
@@ -187,9 +244,13 @@ def adjust(pairs: pd.DataFrame) -> pd.DataFrame:
     return pairs
 
 
-def all_pairs(best: pd.DataFrame, runs: pd.DataFrame, prompts: pd.DataFrame) -> pd.DataFrame:
-    """Best-shape and same-draft comparisons with Holm-adjusted p-values (see the module docstring)."""
-    frames = [f for f in (best_pairs(best, runs, prompts), same_draft_pairs(runs, prompts)) if not f.empty]
+def all_pairs(best: pd.DataFrame, runs: pd.DataFrame, prompts: pd.DataFrame,
+              pooled: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Best-shape, same-draft and (given pooled_best's rows) pooled comparisons with Holm-adjusted p-values (see the
+    module docstring)."""
+    pooled_rows = pooled_pairs(pooled, runs, prompts) if pooled is not None and len(pooled) else pd.DataFrame()
+    frames = [f for f in (best_pairs(best, runs, prompts), same_draft_pairs(runs, prompts), pooled_rows)
+              if not f.empty]
     return adjust(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame()
 
 

@@ -197,6 +197,29 @@ def test_tree_level_verifiers_are_compared_on_the_same_drafts(tmp_path):
     assert "best of 2 on these prompts" in best_rc["chosen"]
 
 
+def test_comparisons_pooled_over_datasets_pair_prompts_within_each_dataset(tmp_path):
+    for dataset in ("dolly_builtin", "xsum_builtin"):  # the same prompt ids in both: pairing must keep them apart
+        write_run(tmp_path, f"ar-{dataset}", "ar", {}, "none", None, None,
+                  [record(f"p{i:02d}", [0] * 4, 2.0, 50.0, 0, 0) for i in range(N)], 50.0,
+                  extra={"dataset": dataset})
+        for method in ("sd", "spectr", "rsd_c") if dataset == "xsum_builtin" else ("sd", "spectr", "rsd_c", "bv"):
+            method_run(tmp_path, method, name=f"{method}-{dataset}", extra={"dataset": dataset})
+    report = build_report([tmp_path], tmp_path / "report")
+    pairs = report.pairs
+    pooled = pairs[pairs["dataset"] == "dolly_builtin+xsum_builtin"]
+    assert sorted(zip(pooled["first"], pooled["second"])) == [("rsd_c", "sd"), ("rsd_c", "spectr"), ("spectr", "sd")]
+    row = one(pooled, first="rsd_c", second="spectr")
+    a, b = (np.tile(per_prompt(m, "expected_block_efficiency"), 2) for m in ("rsd_c", "spectr"))
+    assert row["expected_block_efficiency_n"] == 2 * N
+    assert row["expected_block_efficiency_p"] == pytest.approx(sps.ttest_rel(a, b).pvalue)
+    assert one(pairs, dataset="dolly_builtin", first="rsd_c", second="spectr")["expected_block_efficiency_n"] == N
+    assert row["expected_block_efficiency_p_holm"] == pytest.approx(
+        holm(pooled["expected_block_efficiency_p"])[list(pooled["first"] + pooled["second"]).index("rsd_cspectr")])
+    text = report.markdown["pairs"]
+    assert "Dolly-style prompts + XSum-style (pooled)" in text
+    assert any(line.startswith("  L=2: RSD-C > SpecTr (p<0.001) > SD") for line in report.rankings)
+
+
 # --- shape selection --------------------------------------------------------------------------------------------
 
 def test_tuning_runs_are_excluded_and_every_chosen_shape_is_labelled(tmp_path):
