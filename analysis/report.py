@@ -6,7 +6,8 @@ Layout of DIR: runs.{parquet,csv} (one row per run), prompts.{parquet,csv} (one 
 (one per target call), table_<metric>.md (block_efficiency, expected_block_efficiency where recorded, mbsu,
 token_rate_ratio), table_pairs.md (paired comparisons and a ranking line per budget point, per dataset and pooled
 over datasets), table_greedy.md (greedy runs: where the output first differs from AR's; only with greedy runs),
-table_selection.md (shapes ranked on tuning prompts; only with tuning runs), figures/<setting>_<kind>.{png,pdf} and figures/<setting>_<kind>_acceptance.{png,pdf}.
+table_selection.md (shapes ranked on tuning prompts; only with tuning runs), figures/<setting>_<kind>.{png,pdf} and
+figures/<setting>_<kind>_acceptance.{png,pdf}.
 Runs that cannot be read are named in a warning and left out; the report is built from the rest.
 """
 
