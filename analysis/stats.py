@@ -254,6 +254,70 @@ def all_pairs(best: pd.DataFrame, runs: pd.DataFrame, prompts: pd.DataFrame,
     return adjust(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame()
 
 
+def expectation_check(runs: pd.DataFrame, prompts: pd.DataFrame) -> str:
+    """table_expectation.md: does the exact expected block efficiency agree with the measured one, run by run?
+
+    Per drafting run, the per-prompt differences measured − expected BE have mean 0 when the expectation is exact
+    (each step's emitted count minus its conditional expectation is a martingale difference), so the paired t-test
+    of each run rejects at 0.05 in about 5% of runs, and the per-run z = mean/SE average to 0. Too many rejections,
+    or a mean z away from 0, says the expectation (or the verifier) is biased. Empty when no run records both.
+    """
+    drafted = runs[runs["budget"].notna() & np.isfinite(runs["expected_block_efficiency"].to_numpy(float))]
+    rows, seen = [], set()
+    for _, run in drafted.iterrows():
+        mine = prompts[prompts["run_dir"] == run["run_dir"]]
+        decoding = (*(run[k] for k in SETTING), run["method"], run["shape_tag"], run["seed"],
+                    tuple(sorted(mine["prompt_id"])))
+        if decoding in seen:  # the same shape, seed and prompts at two budget points (K3xL2 at L=2 and B=6)
+            continue
+        seen.add(decoding)
+        d = (mine["block_efficiency"] - mine["expected_block_efficiency"]).to_numpy(float)
+        d = d[np.isfinite(d)]
+        se = float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0.0
+        exact = len(d) > 0 and bool(np.allclose(d, 0, rtol=0, atol=1e-9))
+        if se > 0:
+            z = float(d.mean() / se)
+            p = float(2 * sps.t.sf(abs(z), len(d) - 1))
+        else:  # no spread: exact agreement, or the same nonzero difference on every prompt (a bias, flagged)
+            z, p = (math.nan, math.nan) if exact or not len(d) else (math.copysign(math.inf, d.mean()), 0.0)
+        rows.append({**{k: run[k] for k in SETTING}, "run": f"{method_label(run['method'])} {run['shape_tag']} "
+                     f"{run['budget_value']}{' (tuning)' if run['selection_role'] == 'tune' else ''}",
+                     "n": len(d), "diff": float(d.mean()) if len(d) else math.nan, "se": se, "z": z, "p": p,
+                     "exact": exact})
+    if not rows:
+        return ""
+    table = pd.DataFrame(rows)
+    tested = table[table["p"].notna()]
+    k, rejected = len(tested), int((tested["p"] < ALPHA).sum())
+    lines = ["# Measured vs expected block efficiency", "",
+             "Per drafting run: the per-prompt difference measured − expected block efficiency, its mean, SE and "
+             "z = mean/SE, and the paired t-test's p. The expectation is exact given the drafted trees, so about "
+             f"{ALPHA:.0%} of runs reject at {ALPHA:g} by chance and the mean z is 0 ± 1/√(runs). A shape run with the "
+             "same seed on the same prompts at two budget points (e.g. K3xL2 at L = 2 and at B = 6) decodes the same "
+             "tokens and is counted once.", ""]
+    if k:
+        binom = sps.binomtest(rejected, k, ALPHA, alternative="greater").pvalue
+        finite = tested["z"][np.isfinite(tested["z"])]
+        mean_z = float(finite.mean()) if len(finite) else math.nan
+        lines += [f"- {k} runs whose verification is random: p < {ALPHA:g} in {rejected} ({rejected / k:.1%}; "
+                  f"{ALPHA * k:.1f} expected by chance, binomial p = {binom:.2f} for this many or more); "
+                  f"|z| > 3 in {int((tested['z'].abs() > 3).sum())}; mean z = {mean_z:+.2f} ± "
+                  f"{1 / math.sqrt(max(len(finite), 1)):.2f} (bias in units of SE; two-sided p of a zero mean "
+                  f"{2 * sps.norm.sf(abs(mean_z) * math.sqrt(len(finite))):.2f})."]
+    exact = int(table["exact"].sum())
+    if exact:
+        lines.append(f"- {exact} runs where measured and expected agree on every prompt (deterministic verification: "
+                     "greedy, or every node one-hot).")
+    flagged = tested[tested["p"] < ALPHA].sort_values("p")
+    if len(flagged):
+        lines += ["", "Runs with p < 0.05:", "", "| setting | run | prompts | measured − expected | z | p |",
+                  "|---|---|---:|---:|---:|---:|"]
+        lines += [f"| {setting_title(dict(zip(SETTING, (r[k] for k in SETTING))))} | {r['run']} | {r['n']} | "
+                  f"{r['diff']:+.3f} ± {r['se']:.3f} | {r['z']:+.2f} | {fmt_p(r['p'])} |"
+                  for _, r in flagged.iterrows()]
+    return "\n".join(lines) + "\n"
+
+
 def fmt_p(p: float) -> str:
     """'p=0.003', 'p<0.001', 'p=–' for NaN."""
     if not np.isfinite(p):

@@ -16,7 +16,7 @@ from test_analysis import HOT, one, record, write_run
 from analysis.figures import COLORS, figures
 from analysis.load import first_divergence, load
 from analysis.report import build_report, main
-from analysis.stats import all_pairs, holm, paired, ranking_lines
+from analysis.stats import all_pairs, expectation_check, holm, paired, ranking_lines
 from analysis.tables import all_tables, best_shapes
 
 N = 12  # prompts per run
@@ -218,6 +218,28 @@ def test_comparisons_pooled_over_datasets_pair_prompts_within_each_dataset(tmp_p
     text = report.markdown["pairs"]
     assert "Dolly-style prompts + XSum-style (pooled)" in text
     assert any(line.startswith("  L=2: RSD-C > SpecTr (p<0.001) > SD") for line in report.rankings)
+
+
+def test_expectation_check_flags_runs_whose_expected_be_is_off(trio, tmp_path):
+    """sd records the exact expectation (measured = expected on every prompt); spectr's and rsd_c's expectations are
+    shifted by a constant per step (OFFSET), which the check must flag; noise-only differences must pass."""
+    tables = load([trio])
+    text = expectation_check(tables.runs, tables.prompts)
+    assert "- 2 runs whose verification is random: p < 0.05 in 2 (100.0%" in text
+    assert "- 1 runs where measured and expected agree on every prompt" in text
+    assert "| SpecTr L2 L2 | 12 | -0.010 ± 0.000 | -inf | p<0.001 |" in text
+    noisy = tmp_path / "noisy"
+    ar_run(noisy)
+    gen = np.random.default_rng(0)
+    for i in range(40):  # unbiased noise: about 5% of runs reject
+        records = [rec("sd", j) for j in range(N)]
+        for r in records:
+            r["expected_emitted"] = [e + gen.normal(0, 0.3) for e in r["expected_emitted"]]
+        write_run(noisy, f"sd-{i}", "sd", SHAPES["sd"], f"L2-{i}", "fixed_length", 2, records, 50.0)
+    noisy_tables = load([noisy])
+    text = expectation_check(noisy_tables.runs, noisy_tables.prompts)
+    rejected = int(text.split("p < 0.05 in ")[1].split(" ")[0])
+    assert "- 40 runs whose verification is random" in text and rejected <= 6
 
 
 # --- shape selection --------------------------------------------------------------------------------------------
