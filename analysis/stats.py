@@ -280,8 +280,9 @@ def expectation_check(runs: pd.DataFrame, prompts: pd.DataFrame) -> str:
             p = float(2 * sps.t.sf(abs(z), len(d) - 1))
         else:  # no spread: exact agreement, or the same nonzero difference on every prompt (a bias, flagged)
             z, p = (math.nan, math.nan) if exact or not len(d) else (math.copysign(math.inf, d.mean()), 0.0)
-        rows.append({**{k: run[k] for k in SETTING}, "run": f"{method_label(run['method'])} {run['shape_tag']} "
-                     f"{run['budget_value']}{' (tuning)' if run['selection_role'] == 'tune' else ''}",
+        point = "" if run["budget_value"] == run["shape_tag"] else f" at {run['budget_value']}"
+        rows.append({**{k: run[k] for k in SETTING}, "run": f"{method_label(run['method'])} {run['shape_tag']}{point}"
+                     f"{' (tuning)' if run['selection_role'] == 'tune' else ''}",
                      "n": len(d), "diff": float(d.mean()) if len(d) else math.nan, "se": se, "z": z, "p": p,
                      "exact": exact})
     if not rows:
