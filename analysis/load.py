@@ -207,7 +207,8 @@ def run_row(run_dir: Path, summary: Mapping[str, Any], records: list[Mapping[str
         "accuracy": nan_if_none(summary["accuracy"]), "accuracy_ratio": NAN,  # ratios: set by add_ratios
         "mean_accepted_length": summary["mean_accepted_length"],
         "tokens_verified_per_call": summary["tokens_verified_per_call"],
-        "wall_s": wall, **{f"time_{t}_s": summary[f"time_{t}_s"] for t in TIMES},
+        "wall_s": wall, "elapsed_s": nan_if_none(summary.get("elapsed_s")),
+        **{f"time_{t}_s": summary[f"time_{t}_s"] for t in TIMES},
         **{f"frac_{t}": summary[f"time_{t}_s"] / wall if wall > 0 else NAN for t in TIMES},
         **selection_columns(summary),
         **{f"accept_d{d}": a for d, a in enumerate(summary["acceptance_by_depth"], start=1)},

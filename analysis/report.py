@@ -7,8 +7,8 @@ Layout of DIR: runs.{parquet,csv} (one row per run), prompts.{parquet,csv} (one 
 token_rate_ratio), table_pairs.md (paired comparisons and a ranking line per budget point, per dataset and pooled
 over datasets), table_greedy.md (greedy runs: where the output first differs from AR's; only with greedy runs),
 table_selection.md (shapes ranked on tuning prompts; only with tuning runs), table_expectation.md (measured vs exact
-expected block efficiency, run by run), figures/<setting>_<kind>.{png,pdf} and
-figures/<setting>_<kind>_acceptance.{png,pdf}.
+expected block efficiency, run by run), table_compute.md (process hours per setting),
+figures/<setting>_<kind>.{png,pdf} and figures/<setting>_<kind>_acceptance.{png,pdf}.
 Runs that cannot be read are named in a warning and left out; the report is built from the rest.
 """
 
@@ -27,7 +27,7 @@ from analysis.figures import figures, save
 from analysis.load import SETTING, Tables, load
 from analysis.names import KINDS, setting_title
 from analysis.stats import all_pairs, expectation_check, pairs_markdown, pooled_best, ranking_lines
-from analysis.tables import all_tables, best_shapes, greedy_table, selection_table
+from analysis.tables import all_tables, best_shapes, compute_table, greedy_table, selection_table
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def build_report(inputs: Iterable[Path | str], out: Path | str, compact: bool = 
     best = pd.concat([best, pooled], ignore_index=True) if len(pooled) else best
     markdown["pairs"] = pairs_markdown(best, pairs)
     extra = {"greedy": greedy_table(tables.runs, tables.prompts), "selection": selection_table(tables.runs),
-             "expectation": expectation_check(tables.runs, tables.prompts)}
+             "expectation": expectation_check(tables.runs, tables.prompts), "compute": compute_table(tables.runs)}
     markdown.update({name: text for name, text in extra.items() if text})
     rankings = []
     for keys, lines in ranking_lines(best, pairs).items():

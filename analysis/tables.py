@@ -245,3 +245,29 @@ def selection_table(runs: pd.DataFrame) -> str:
                          f"{'yes' if len(same) else 'no'} |")
         parts.append("\n".join(lines) + "\n")
     return "\n".join(parts)
+
+
+def compute_table(runs: pd.DataFrame) -> str:
+    """table_compute.md: the process time behind the runs, per setting and budget kind, and in total.
+
+    `elapsed_s` is what a run's process spent on it (warm-up, decoding, expected yields, scoring; recorded in the
+    summary); decoding time is the timed part only (`wall_s`), which every run has. Empty for no runs.
+    """
+    if runs.empty:
+        return ""
+    lines = ["# Compute", "",
+             "Process time per setting and budget kind: decoding (the timed part of every prompt) and elapsed (all "
+             "a run's process spent on it, model loading excepted; only runs that record `elapsed_s`). One process "
+             "per run, one torch thread each.", "",
+             "| setting | budget | runs | of them tuning | decoding (h) | elapsed (h) | runs without elapsed |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    keyed = runs.assign(budget_kind=runs["budget"].fillna("none"))
+    for setting, group in settings(keyed):
+        for kind, sub in group.groupby("budget_kind", sort=True):
+            lines.append(f"| {setting_title(setting)} | {KINDS[kind][0] if kind in KINDS else 'AR'} | {len(sub)} | "
+                         f"{int((sub['selection_role'] == 'tune').sum())} | {sub['wall_s'].sum() / 3600:.2f} | "
+                         f"{sub['elapsed_s'].sum() / 3600:.2f} | {int(sub['elapsed_s'].isna().sum())} |")
+    lines.append(f"| **all** | | {len(runs)} | {int((runs['selection_role'] == 'tune').sum())} | "
+                 f"{runs['wall_s'].sum() / 3600:.2f} | {runs['elapsed_s'].sum() / 3600:.2f} | "
+                 f"{int(runs['elapsed_s'].isna().sum())} |")
+    return "\n".join(lines) + "\n"

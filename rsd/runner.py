@@ -301,6 +301,7 @@ def execute(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[in
 def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[int]]], cfg: Mapping,
                    truncated: Mapping[str, int], extra: Mapping[str, Any]) -> dict:
     """`execute` for the process holding the run's lock."""
+    started = time.perf_counter()
     prompt_ids = [ex.id for ex, _ in prompts]
     done_summary = complete_summary(plan.run_dir, prompt_ids)
     if done_summary is not None:
@@ -361,6 +362,9 @@ def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, 
         "accuracy": corpus_score(task, [r["text"] for r in ordered], [ex.reference for ex, _ in prompts]),
         "run_dir": str(plan.run_dir), "config": plan.identity,
         "prompt_ids": prompt_ids, "records_sha256": file_sha256(records_path), **extra,
+        # what this process spent on the run (warm-up, decoding, expected yields, scoring), for compute accounting;
+        # a resumed run counts only its last part
+        "elapsed_s": time.perf_counter() - started,
     }
     write_json_atomic(plan.run_dir / "summary.json", summary)
     logger.log_summary(summary)

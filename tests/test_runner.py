@@ -39,6 +39,7 @@ def test_run_writes_records_and_summary(tmp_path):
     assert on_disk["config"]["drafter"]["shape"] == {"draft_length": 4}
     assert json.loads((run_dir / "run.json").read_text())["environment"]["torch"]
     assert on_disk["draft_params"] > 0 and on_disk["target_params"] > on_disk["draft_params"]
+    assert on_disk["elapsed_s"] >= on_disk["wall_s"] > 0  # the run's process time includes its timed decoding
 
 
 def test_output_of_a_prompt_does_not_depend_on_the_prompts_before_it(tmp_path):
