@@ -261,13 +261,16 @@ def compute_table(runs: pd.DataFrame) -> str:
              "per run, one torch thread each.", "",
              "| setting | budget | runs | of them tuning | decoding (h) | elapsed (h) | runs without elapsed |",
              "|---|---|---:|---:|---:|---:|---:|"]
+    def hours(seconds: pd.Series) -> str:
+        return f"{seconds.sum() / 3600:.2f}" if seconds.notna().any() else "–"
+
     keyed = runs.assign(budget_kind=runs["budget"].fillna("none"))
     for setting, group in settings(keyed):
         for kind, sub in group.groupby("budget_kind", sort=True):
             lines.append(f"| {setting_title(setting)} | {KINDS[kind][0] if kind in KINDS else 'AR'} | {len(sub)} | "
-                         f"{int((sub['selection_role'] == 'tune').sum())} | {sub['wall_s'].sum() / 3600:.2f} | "
-                         f"{sub['elapsed_s'].sum() / 3600:.2f} | {int(sub['elapsed_s'].isna().sum())} |")
+                         f"{int((sub['selection_role'] == 'tune').sum())} | {hours(sub['wall_s'])} | "
+                         f"{hours(sub['elapsed_s'])} | {int(sub['elapsed_s'].isna().sum())} |")
     lines.append(f"| **all** | | {len(runs)} | {int((runs['selection_role'] == 'tune').sum())} | "
-                 f"{runs['wall_s'].sum() / 3600:.2f} | {runs['elapsed_s'].sum() / 3600:.2f} | "
+                 f"{hours(runs['wall_s'])} | {hours(runs['elapsed_s'])} | "
                  f"{int(runs['elapsed_s'].isna().sum())} |")
     return "\n".join(lines) + "\n"
