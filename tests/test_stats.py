@@ -17,7 +17,7 @@ from analysis.figures import COLORS, figures
 from analysis.load import first_divergence, load
 from analysis.report import build_report, main
 from analysis.stats import all_pairs, expectation_check, holm, paired, ranking_lines
-from analysis.tables import all_tables, best_shapes
+from analysis.tables import all_tables, best_shapes, compute_table
 
 N = 12  # prompts per run
 GREEDY = {**HOT, "temperature": 0.0}
@@ -240,6 +240,18 @@ def test_expectation_check_flags_runs_whose_expected_be_is_off(trio, tmp_path):
     text = expectation_check(noisy_tables.runs, noisy_tables.prompts)
     rejected = int(text.split("p < 0.05 in ")[1].split(" ")[0])
     assert "- 40 runs whose verification is random" in text and rejected <= 6
+
+
+def test_compute_table_sums_process_hours_and_names_runs_without_them(tmp_path):
+    ar_run(tmp_path)
+    method_run(tmp_path, "sd", extra={"elapsed_s": 5400.0})
+    method_run(tmp_path, "rsd_c", extra={"elapsed_s": 1800.0})
+    tables = load([tmp_path])
+    text = compute_table(tables.runs)
+    decoding = tables.runs[tables.runs["method"] != "ar"]["wall_s"].sum() / 3600
+    assert f"| fixed draft length | 2 | 0 | {decoding:.2f} | 2.00 | 0 |" in text
+    assert "| AR | 1 | 0 |" in text and "| – | 1 |" in text  # the AR run records no elapsed time
+    assert "| **all** | | 3 | 0 |" in text and "| 2.00 | 1 |" in text
 
 
 # --- shape selection --------------------------------------------------------------------------------------------
