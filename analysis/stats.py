@@ -257,10 +257,13 @@ def all_pairs(best: pd.DataFrame, runs: pd.DataFrame, prompts: pd.DataFrame,
 def expectation_check(runs: pd.DataFrame, prompts: pd.DataFrame) -> str:
     """table_expectation.md: does the exact expected block efficiency agree with the measured one, run by run?
 
-    Per drafting run, the per-prompt differences measured − expected BE have mean 0 when the expectation is exact
-    (each step's emitted count minus its conditional expectation is a martingale difference), so the paired t-test
-    of each run rejects at 0.05 in about 5% of runs, and the per-run z = mean/SE average to 0. Too many rejections,
-    or a mean z away from 0, says the expectation (or the verifier) is biased. Empty when no run records both.
+    Per drafting run and prompt: tokens generated minus the sum of the steps' expected emitted counts. Each step's
+    emitted count minus its conditional expectation is a martingale difference and a prompt stops after at most
+    max_new_tokens steps, so the sum has mean exactly 0 (optional stopping) when the expectation is exact. (The
+    difference of the two block efficiencies divides that sum by the random number of target calls, which makes it
+    slightly positive on average; hence the sums.) The t-test of each run rejects at 0.05 in about 5% of runs and
+    the per-run z = mean/SE average to 0; more, or a mean z away from 0, says the expectation (or the verifier) is
+    biased. Empty when no run records both.
     """
     drafted = runs[runs["budget"].notna() & np.isfinite(runs["expected_block_efficiency"].to_numpy(float))]
     rows, seen = [], set()
@@ -271,7 +274,7 @@ def expectation_check(runs: pd.DataFrame, prompts: pd.DataFrame) -> str:
         if decoding in seen:  # the same shape, seed and prompts at two budget points (K3xL2 at L=2 and B=6)
             continue
         seen.add(decoding)
-        d = (mine["block_efficiency"] - mine["expected_block_efficiency"]).to_numpy(float)
+        d = ((mine["block_efficiency"] - mine["expected_block_efficiency"]) * mine["target_calls"]).to_numpy(float)
         d = d[np.isfinite(d)]
         se = float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0.0
         exact = len(d) > 0 and bool(np.allclose(d, 0, rtol=0, atol=1e-9))
@@ -291,8 +294,9 @@ def expectation_check(runs: pd.DataFrame, prompts: pd.DataFrame) -> str:
     tested = table[table["p"].notna()]
     k, rejected = len(tested), int((tested["p"] < ALPHA).sum())
     lines = ["# Measured vs expected block efficiency", "",
-             "Per drafting run: the per-prompt difference measured − expected block efficiency, its mean, SE and "
-             "z = mean/SE, and the paired t-test's p. The expectation is exact given the drafted trees, so about "
+             "Per drafting run: per prompt, the tokens generated minus the sum over its steps of the exact expected "
+             "emitted count (block efficiency times target calls, measured minus expected); its mean over prompts, "
+             "SE, z = mean/SE and the t-test's p. The sum has mean exactly 0 when the expectation is right, so about "
              f"{ALPHA:.0%} of runs reject at {ALPHA:g} by chance and the mean z is 0 ± 1/√(runs). A shape run with the "
              "same seed on the same prompts at two budget points (e.g. K3xL2 at L = 2 and at B = 6) decodes the same "
              "tokens and is counted once.", ""]
@@ -311,7 +315,8 @@ def expectation_check(runs: pd.DataFrame, prompts: pd.DataFrame) -> str:
                      "greedy, or every node one-hot).")
     flagged = tested[tested["p"] < ALPHA].sort_values("p")
     if len(flagged):
-        lines += ["", "Runs with p < 0.05:", "", "| setting | run | prompts | measured − expected | z | p |",
+        lines += ["", "Runs with p < 0.05:", "",
+                  "| setting | run | prompts | measured − expected tokens per prompt | z | p |",
                   "|---|---|---:|---:|---:|---:|"]
         lines += [f"| {setting_title(dict(zip(SETTING, (r[k] for k in SETTING))))} | {r['run']} | {r['n']} | "
                   f"{r['diff']:+.3f} ± {r['se']:.3f} | {r['z']:+.2f} | {fmt_p(r['p'])} |"

@@ -227,7 +227,7 @@ def test_expectation_check_flags_runs_whose_expected_be_is_off(trio, tmp_path):
     text = expectation_check(tables.runs, tables.prompts)
     assert "- 2 runs whose verification is random: p < 0.05 in 2 (100.0%" in text
     assert "- 1 runs where measured and expected agree on every prompt" in text
-    assert "| SpecTr L2 | 12 | -0.010 ± 0.000 | -inf | p<0.001 |" in text
+    assert "| SpecTr L2 | 12 | -0.040 ± 0.000 | -inf | p<0.001 |" in text
     noisy = tmp_path / "noisy"
     ar_run(noisy)
     gen = np.random.default_rng(0)
