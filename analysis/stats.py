@@ -148,10 +148,10 @@ def best_pairs(best: pd.DataFrame, runs: pd.DataFrame, prompts: pd.DataFrame) ->
     """
     rows = []
     drafted = best[best["budget"].notna()]
+    evaluated = runs[runs["selection_role"] != "tune"]  # a tuning run shares its shape tag with the chosen run
     for keys, point in drafted.groupby([*SETTING, "budget", "x"], sort=True):
         by = rank_column(point)
         point = point.sort_values(by, ascending=False, kind="stable")
-        evaluated = runs[runs["selection_role"] != "tune"]  # a tuning run shares its shape tag with the chosen run
         chosen = evaluated.merge(point[[*SETTING, "budget", "x", "method", "shape_tag"]],
                             on=[*SETTING, "budget", "x", "method", "shape_tag"])
         for seed, seed_runs in chosen.groupby("seed"):
@@ -205,8 +205,7 @@ def pooled_best(best: pd.DataFrame, prompts: pd.DataFrame) -> pd.DataFrame:
             dirs = [d for ds in cells["run_dirs"] for d in ds]
             values = by_run.loc[dirs]
             rows.append({**dict(zip([*pooled_keys, "budget", "x"], keys)), "dataset": pooled_label(datasets),
-                         "method": method, "run_dirs": dirs, "n_datasets": len(datasets),
-                         "shapes": dict(zip(cells["dataset"], cells["shape_tag"])),
+                         "method": method, "run_dirs": dirs,
                          **{m: float(values[m].mean()) for m in ("expected_block_efficiency", "block_efficiency")}})
     return pd.DataFrame(rows)
 
@@ -261,9 +260,9 @@ def expectation_check(runs: pd.DataFrame, prompts: pd.DataFrame) -> str:
     emitted count minus its conditional expectation is a martingale difference and a prompt stops after at most
     max_new_tokens steps, so the sum has mean exactly 0 (optional stopping) when the expectation is exact. (The
     difference of the two block efficiencies divides that sum by the random number of target calls, which makes it
-    slightly positive on average; hence the sums.) The t-test of each run rejects at 0.05 in about 5% of runs and
-    the per-run z = mean/SE average to 0; more, or a mean z away from 0, says the expectation (or the verifier) is
-    biased. Empty when no run records both.
+    slightly positive on average; hence the sums.) The t-test of each run rejects at 0.05 in about 5% of runs, and
+    the mean over every prompt of every run is 0 within its SE; more rejections, or a pooled mean away from 0, says
+    the expectation (or the verifier) is biased. Empty when no run records both.
     """
     drafted = runs[runs["budget"].notna() & np.isfinite(runs["expected_block_efficiency"].to_numpy(float))]
     rows, seen, pooled = [], set(), []
@@ -298,9 +297,9 @@ def expectation_check(runs: pd.DataFrame, prompts: pd.DataFrame) -> str:
              "Per drafting run: per prompt, the tokens generated minus the sum over its steps of the exact expected "
              "emitted count (block efficiency times target calls, measured minus expected); its mean over prompts, "
              "SE, z = mean/SE and the t-test's p. The sum has mean exactly 0 when the expectation is right, so about "
-             f"{ALPHA:.0%} of runs reject at {ALPHA:g} by chance and the mean z is 0 ± 1/√(runs). A shape run with the "
-             "same seed on the same prompts at two budget points (e.g. K3xL2 at L = 2 and at B = 6) decodes the same "
-             "tokens and is counted once.", ""]
+             f"{ALPHA:.0%} of runs reject at {ALPHA:g} by chance and the pooled mean is 0 within its SE. A shape run "
+             "with the same seed on the same prompts at two budget points (e.g. K3xL2 at L = 2 and at B = 6) decodes "
+             "the same tokens and is counted once.", ""]
     if k:
         binom = sps.binomtest(rejected, k, ALPHA, alternative="greater").pvalue
         every = np.concatenate(pooled)

@@ -247,6 +247,11 @@ def selection_table(runs: pd.DataFrame) -> str:
     return "\n".join(parts)
 
 
+def hours(seconds: pd.Series) -> str:
+    """The sum of `seconds` in hours ('1.25'), '–' when none is recorded."""
+    return f"{seconds.sum() / 3600:.2f}" if seconds.notna().any() else "–"
+
+
 def compute_table(runs: pd.DataFrame) -> str:
     """table_compute.md: the process time behind the runs, per setting and budget kind, and in total.
 
@@ -261,9 +266,6 @@ def compute_table(runs: pd.DataFrame) -> str:
              "per run, one torch thread each.", "",
              "| setting | budget | runs | of them tuning | decoding (h) | elapsed (h) | runs without elapsed |",
              "|---|---|---:|---:|---:|---:|---:|"]
-    def hours(seconds: pd.Series) -> str:
-        return f"{seconds.sum() / 3600:.2f}" if seconds.notna().any() else "–"
-
     keyed = runs.assign(budget_kind=runs["budget"].fillna("none"))
     for setting, group in settings(keyed):
         for kind, sub in group.groupby("budget_kind", sort=True):
