@@ -227,6 +227,107 @@ def stage_teacher(work: Path, batch: int) -> None:
     answer_shards(work, "questions", questions, batch, 160)
 
 
+GERMAN_SUBJECTS = [
+    "Die Stadtverwaltung", "Der Bürgermeister", "Die Polizei", "Die Bundesregierung", "Das Unternehmen",
+    "Der Verein", "Die Schule", "Die Forscherin", "Der Vorstand", "Die Gewerkschaft", "Das Krankenhaus",
+    "Die Bahn", "Der Minister", "Die Feuerwehr", "Das Museum", "Die Universität", "Der Trainer", "Die Bank",
+]
+GERMAN_VERBS = [
+    "hat am Montag angekündigt, dass", "teilte am Dienstag mit, dass", "erklärte auf einer Pressekonferenz, dass",
+    "räumte ein, dass", "bestätigte am Abend, dass", "warnte davor, dass", "hofft, dass",
+]
+GERMAN_CLAUSES = [
+    "die Brücke für sechs Wochen gesperrt wird", "die Preise im nächsten Jahr weiter steigen werden",
+    "mehr Geld in den Ausbau des Schienennetzes fließen soll", "das Konzert wegen des Regens ausfällt",
+    "niemand bei dem Unfall schwer verletzt wurde", "die Nachfrage deutlich unterschätzt wurde",
+    "zweihundert neue Stellen geschaffen werden", "die Bauarbeiten bis zum Herbst dauern werden",
+    "die Zahl der Besucher stark gestiegen ist", "die Verhandlungen fortgesetzt werden",
+    "ein neues Gesetz kleine Betriebe entlasten soll", "die Ausstellung bis März verlängert wird",
+    "der Flughafen wegen eines Streiks geschlossen bleibt", "die Mieten in der Innenstadt stark gestiegen sind",
+    "das Wasser in der Region knapp wird", "die Züge in der Nacht wieder fahren sollen",
+]
+GERMAN_TAILS = [
+    "", " Bereits gekaufte Karten behalten ihre Gültigkeit.", " Die Opposition kritisierte die Entscheidung scharf.",
+    " Eine Entscheidung soll noch in diesem Monat fallen.", " Anwohner hatten sich seit Jahren darüber beschwert.",
+    " Weitere Einzelheiten wurden zunächst nicht bekannt.",
+]
+STYLES = ("dolly", "xsum", "wmt")
+
+
+def german_text(rng: random.Random) -> str:
+    """A WMT-style German news sentence from templates (varied enough for translation prompts)."""
+    return f"{rng.choice(GERMAN_SUBJECTS)} {rng.choice(GERMAN_VERBS)} {rng.choice(GERMAN_CLAUSES)}." \
+           f"{rng.choice(GERMAN_TAILS)}"
+
+
+def compact(items: list[dict]) -> list[dict]:
+    """Drop empty answers; keep token ids as int lists and the teacher's top-k as int32/float16 tensors."""
+    return [it for it in items if it["answer"]]
+
+
+def stage_rounds(work: Path, rounds: int, batch: int, dtype: torch.dtype) -> None:
+    """On-policy teacher data in self-contained rounds (resumable per round, each seeded by its index).
+
+    A round: the target writes `batch` questions, answers them (Dolly style); writes `batch` news articles and
+    summarises each in one sentence (XSum style); translates `batch` templated German sentences (WMT style). Every
+    answer token keeps the target's top-k log-probabilities. Only answers to the target's own prompts are kept, so
+    the built-in evaluation prompts stay held out.
+    """
+    tok, model = load_target(dtype)
+    stop = tok.convert_tokens_to_ids("<|im_end|>")
+    out = work / "rounds"
+    out.mkdir(parents=True, exist_ok=True)
+    for r in range(rounds):
+        shard = out / f"round-{r:05d}.pt"
+        if shard.exists():
+            continue
+        t0 = time.time()
+        rng = random.Random(1_000_003 * (r + 1))
+        torch.manual_seed(r)
+        openers = [rng.choice(OPENERS) for _ in range(batch)]
+        heads = [tok(SYSTEM + "<|im_start|>user\n" + o, add_special_tokens=False)["input_ids"] for o in openers]
+        questions = []
+        for o, q in zip(openers, sample_batch(model, heads, 48, stop, tok.pad_token_id)):
+            text = (o + tok.decode(q["answer"], skip_special_tokens=True)).strip()
+            if q["answer"] and q["answer"][-1] == stop and 12 <= len(text) <= 300:
+                questions.append(text)
+        requests = [f"Write a short news article of about {rng.choice([80, 100, 120, 150])} words about "
+                    f"{rng.choice(NEWS_TOPICS)}." for _ in range(batch)]
+        translations = [rng.choice(["Translate the following German text into English.\n\n{}",
+                                    "Translate from German to English: {}",
+                                    "What does this German text mean in English? {}"]).format(german_text(rng))
+                        for _ in range(batch)]
+        items = []
+        for style, texts, max_new in (("dolly", questions, 160), ("articles", requests, 200),
+                                      ("wmt", translations, 80)):
+            if not texts:
+                continue
+            res = sample_batch(model, [chat_prompt(tok, t) for t in texts], max_new, stop, tok.pad_token_id, TOPK)
+            for it, t in zip(res, texts):
+                it["text"], it["style"] = t, style
+            items.extend(res)
+        summaries = []
+        for it in items:
+            body = tok.decode(it["answer"], skip_special_tokens=True).strip()
+            if it["style"] == "articles" and len(body.split()) >= 40:
+                summaries.append(rng.choice([
+                    "Summarize the following news article in one sentence.\n\n{}",
+                    "Write a one-sentence summary of this article.\n\n{}",
+                    "{}\n\nSummarize the article above in a single sentence.",
+                ]).format(body))
+        if summaries:
+            res = sample_batch(model, [chat_prompt(tok, t) for t in summaries], 80, stop, tok.pad_token_id, TOPK)
+            for it, t in zip(res, summaries):
+                it["text"], it["style"] = t, "xsum"
+            items.extend(res)
+        items = compact(items)
+        torch.save(items, shard.with_suffix(".tmp"))
+        shard.with_suffix(".tmp").rename(shard)
+        ntok = sum(len(it["answer"]) for it in items)
+        print(f"round {r + 1}/{rounds}: {len(items)} answers, {ntok} tokens ({ntok / (time.time() - t0):.0f} tok/s)",
+              flush=True)
+
+
 def draft_config(target_config, width: int, layers: int):
     from transformers import LlamaConfig
 
@@ -394,7 +495,10 @@ def stage_eval(n_per_set: int, max_new: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stage", choices=["questions", "teacher", "train", "eval", "all"])
+    ap.add_argument("stage", choices=["questions", "teacher", "rounds", "train", "eval", "all"])
+    ap.add_argument("--rounds", type=int, default=400, help="rounds of on-policy teacher data (stage rounds)")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                    help="the target's dtype while it writes teacher data")
     ap.add_argument("--work", type=Path, default=cache_root() / "draft-work")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--questions", type=int, default=2048)
@@ -417,6 +521,8 @@ def main() -> None:
         stage_questions(args.work, args.questions, args.batch)
     if args.stage in ("teacher", "all"):
         stage_teacher(args.work, args.batch)
+    if args.stage == "rounds":
+        stage_rounds(args.work, args.rounds, args.batch, getattr(torch, args.dtype))
     if args.stage == "train":
         stage_train(args.work, args.width, args.layers, args.epochs, args.lr, args.max_len, args.tokens_per_batch,
                     args.seed, args.init_scale, args.init_from)

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from rsd.coins import Coins, Draws, RandomCoins, RandomDraws
+from rsd.errors import RsdError
 from rsd.models.adapter import CausalLM
-from rsd.sampling import SamplingParams, probs_from_logits, sample
+from rsd.sampling import SamplingParams, probs_from_logits
 from rsd.tree import DraftTree
-from rsd.verify import RandomCoins, verifier_for
+from rsd.verify import verifier_for
 
 if TYPE_CHECKING:
     from rsd.drafters.base import Drafter
@@ -102,20 +104,25 @@ class _Stopwatch:
         self._pending.clear()
 
 
+class DrafterContractError(RsdError, RuntimeError):
+    """A drafter broke the contract of `rsd.drafters.base.Drafter` (the message names the drafter and the rule)."""
+
+
 class DraftContext:
-    """What a drafter sees during one step: draft distributions of tree nodes (one draft forward per call) and rng.
+    """What a drafter sees during one step: draft distributions of tree nodes (one draft forward per call) and
+    `draws`, the only randomness a drafter may use (rsd.coins.Draws).
 
     `max_depth` is the deepest level the drafter may draft this step: min(L, tokens still allowed - 1), so no
     drafted token is ever cut off by max_new_tokens. A drafter must draft at most that many levels.
     """
 
     def __init__(self, draft: CausalLM, committed: list[int], params: SamplingParams, vocab_size: int,
-                 gen: torch.Generator, out: Generation, clock: _Stopwatch, max_depth: int | None = None) -> None:
+                 draws: Draws, out: Generation, clock: _Stopwatch, max_depth: int | None = None) -> None:
         self.draft = draft
         self.committed = committed
         self.params = params
         self.vocab_size = vocab_size
-        self.gen = gen
+        self.draws = draws
         self.max_depth = max_depth if max_depth is not None else 1 << 30
         self._out = out
         self._clock = clock
@@ -160,9 +167,28 @@ class DraftContext:
         self._clock.stop(start, self._out, "time_draft_s")
         return probs
 
-    def sample(self, probs: torch.Tensor) -> int:
-        """One token from a draft distribution, with this prompt's generator."""
-        return sample(probs, self.gen)
+
+def check_drafted_tree(tree: DraftTree, max_depth: int | None, drafter: str) -> None:
+    """The contract checks every step runs: depth <= max_depth, and every drafted token has positive mass under its
+    parent's recorded draft law (a token drawn from another node's law usually has none somewhere). One host sync."""
+    if max_depth is not None and tree.depth > max_depth:
+        raise DrafterContractError(f"drafter {drafter!r} drafted {tree.depth} levels where ctx.max_depth is "
+                                   f"{max_depth}: draft at most min(draft_length, ctx.max_depth) levels")
+    if len(tree) == 1:
+        return
+    by_parent: dict[int, list[int]] = {}
+    for v in range(1, len(tree)):
+        by_parent.setdefault(tree.parents[v], []).append(tree.tokens[v])
+    missing = [u for u in by_parent if u not in tree.draft_probs]
+    if missing:
+        raise DrafterContractError(f"drafter {drafter!r} added children to node(s) {missing} without their draft law: "
+                                   "call ctx.probs on a node before drawing its candidates")
+    mass = torch.cat([tree.draft_probs[u][torch.tensor(toks, device=tree.draft_probs[u].device)]
+                      for u, toks in by_parent.items()])
+    if not bool((mass > 0).all()):
+        raise DrafterContractError(f"drafter {drafter!r} drafted a token with zero mass under its parent's draft law: "
+                                   "each node's candidates must be drawn (through ctx.draws) from the law ctx.probs "
+                                   "returned for that node")
 
 
 def tree_inputs(tree: DraftTree, committed: list[int], cached: int
@@ -199,20 +225,24 @@ class Engine:
         self.clock = _Stopwatch(target.device)
         self.verifier = verifier_for(drafter)
 
-    def generate(self, prompt_ids: list[int], max_new_tokens: int, gen: torch.Generator) -> Generation:
-        """Decode up to max_new_tokens after the prompt (stopping at EOS), with all randomness from `gen`.
+    def generate(self, prompt_ids: list[int], max_new_tokens: int, gen: torch.Generator | None,
+                 coins: Coins | None = None, draws: Draws | None = None) -> Generation:
+        """Decode up to max_new_tokens after the prompt (stopping at EOS), with all randomness from `gen` (or from
+        the given `coins` and `draws`, as the exact oracle does).
 
         The prompt (all but its last token, which is the first step's root) is prefilled into both caches first,
         so every step is a decode step. Timing: the clock synchronises only at step boundaries; `ttft_s` is the
         prefill plus the first step, `decode_s` the rest.
         """
         out = Generation()
+        coins = coins if coins is not None else RandomCoins(gen)
+        draws = draws if draws is not None else RandomDraws(gen)
         t0 = self.clock.now()
         committed = list(prompt_ids)
         self.reset()
         self._prefill(committed, out)
         while len(out.new_token_ids) < max_new_tokens:
-            step = self.step(committed, gen, out, max_new_tokens - len(out.new_token_ids) - 1)
+            step = self.step(committed, gen, out, max_new_tokens - len(out.new_token_ids) - 1, coins, draws)
             out.accepted_lengths.append(len(step.path))
             stop = False
             paused = self.clock.now()  # the exact expectation is bookkeeping, not decoding: kept out of wall_s
@@ -261,17 +291,19 @@ class Engine:
         if self.draft is not None:
             self.draft.reset()
 
-    def step(self, committed: list[int], gen: torch.Generator, out: Generation, max_depth: int | None = None
-             ) -> Step:
+    def step(self, committed: list[int], gen: torch.Generator | None, out: Generation, max_depth: int | None = None,
+             coins: Coins | None = None, draws: Draws | None = None) -> Step:
         """Draft a tree after `committed` (at most `max_depth` levels), verify it with one target call, compact both
-        caches to the accepted path."""
+        caches to the accepted path. Randomness: `coins` and `draws`, by default both from `gen`."""
         tree = DraftTree.with_root(committed[-1], self.drafter.rule)
         ctx = None
         if self.drafter.draft_length > 0 and (max_depth is None or max_depth > 0):
-            ctx = DraftContext(self.draft, committed, self.params, self.vocab_size, gen, out, self.clock, max_depth)
+            draws = draws if draws is not None else RandomDraws(gen)
+            ctx = DraftContext(self.draft, committed, self.params, self.vocab_size, draws, out, self.clock, max_depth)
             self.drafter.build(tree, ctx)
+            check_drafted_tree(tree, max_depth, self.drafter.name)
         q = self._score(tree, committed, out)
-        path, emitted = self.verifier.verify(tree, q, RandomCoins(gen), self.eos)
+        path, emitted = self.verifier.verify(tree, q, coins if coins is not None else RandomCoins(gen), self.eos)
         self._compact(tree, committed, path, ctx)
         return Step(tree, q, path, emitted)
 

@@ -15,7 +15,8 @@ from scipy import stats
 
 from rsd.rules import NodeLaw, NodeRule, get_rule, verify_node
 from rsd.tree import DraftTree
-from rsd.verify.base import Coins, Verifier
+from rsd.coins import Coins
+from rsd.verify.base import Verifier
 from rsd.verify.walk import Walk
 
 T = TypeVar("T")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from rsd.verify.base import Coins
+    from rsd.coins import Coins
 
 
 @dataclass(frozen=True)

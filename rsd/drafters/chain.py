@@ -65,4 +65,4 @@ class SD(Drafter):
     def build(self, tree: DraftTree, ctx: "DraftContext") -> None:
         v = 0
         for _ in range(min(self.length, ctx.max_depth)):
-            v = tree.add_candidate(v, ctx.sample(ctx.probs(tree, [v])[0]))
+            v = tree.add_candidate(v, ctx.draws.one(ctx.probs(tree, [v])[0]))

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from rsd.budgets import Budget, factor_pairs
 from rsd.drafters.base import Drafter
-from rsd.sampling import sample_iid
 from rsd.tree import DraftTree
 
 if TYPE_CHECKING:
@@ -51,7 +50,7 @@ class IIDTrie(Drafter):
             nodes = list(dict.fromkeys(at))
             for v, p in zip(nodes, ctx.probs(tree, nodes)):
                 seqs = [s for s in range(self.k) if at[s] == v]
-                for s, token in zip(seqs, sample_iid(p, len(seqs), ctx.gen)):
+                for s, token in zip(seqs, ctx.draws.iid(p, len(seqs))):
                     at[s] = tree.add_candidate(v, token, reuse=True)
 
 

@@ -9,7 +9,6 @@ import torch
 
 from rsd.budgets import Budget, branching_vectors, factor_pairs
 from rsd.drafters.base import Drafter
-from rsd.gumbel import gumbel_topk, sbs_step
 from rsd.tree import DraftTree
 
 if TYPE_CHECKING:
@@ -56,7 +55,7 @@ class RSDC(Drafter):
     def build(self, tree: DraftTree, ctx: "DraftContext") -> None:
         frontier = [0]
         for b in self.branching[: ctx.max_depth]:
-            draws = gumbel_topk(ctx.probs(tree, frontier), b, ctx.gen)
+            draws = ctx.draws.without_replacement(ctx.probs(tree, frontier), b)
             frontier = [tree.add_candidate(v, token) for v, tokens in zip(frontier, draws) for token in tokens]
             if not frontier:
                 return
@@ -99,7 +98,7 @@ class RSDS(Drafter):
         key = torch.zeros(1, dtype=torch.float64)
         for _ in range(min(self.length, ctx.max_depth)):
             logp = ctx.probs(tree, beams).log()
-            parent, token, phi, key = sbs_step(phi, key, logp, self.width, ctx.gen)
+            parent, token, phi, key = ctx.draws.beam_step(phi, key, logp, self.width)
             beams = [tree.add_candidate(beams[b], t) for b, t in zip(parent.tolist(), token.tolist())]
             if not beams:
                 return

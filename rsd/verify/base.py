@@ -15,33 +15,10 @@ import torch
 
 from rsd.errors import ConfigError
 from rsd.plugins import import_object
-from rsd.sampling import sample, uniform
+from rsd.coins import Coins, RandomCoins  # noqa: F401  (re-exported: the verifier API)
 
 if TYPE_CHECKING:
     from rsd.tree import DraftTree
-
-
-class Coins(Protocol):
-    """The only source of randomness a verifier may use."""
-
-    def accept(self, prob: float) -> bool:
-        """True with probability `prob` (clipped to [0, 1]): never for prob <= 0, always for prob >= 1."""
-
-    def draw(self, probs: torch.Tensor) -> int:
-        """One index drawn from `probs` (a normalised vector)."""
-
-
-class RandomCoins:
-    """The engine's coins: u ~ U(0, 1] from the prompt's generator, accept iff u <= prob; draws by multinomial."""
-
-    def __init__(self, gen: torch.Generator) -> None:
-        self.gen = gen
-
-    def accept(self, prob: float) -> bool:
-        return float(uniform(self.gen)) <= prob
-
-    def draw(self, probs: torch.Tensor) -> int:
-        return sample(probs, self.gen)
 
 
 @runtime_checkable

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from rsd.tree import DraftTree
-from rsd.verify.base import Coins
+from rsd.coins import Coins
 
 
 def chain_nodes(tree: DraftTree) -> list[int]:

@@ -6,7 +6,7 @@ import torch
 
 from rsd.rules import get_rule, verify_node
 from rsd.tree import DraftTree
-from rsd.verify.base import Coins
+from rsd.coins import Coins
 
 
 class Walk:
