@@ -3,7 +3,7 @@
   AR: rsd's AR vs `model.generate` (greedy and sampling)           -> the engine's per-token overhead
   SD: rsd's SD (L draft tokens) vs transformers' assisted generation -> block efficiency and token rate
 
-Fair use of assisted generation (DESIGN.md): constant `num_assistant_tokens` and `assistant_confidence_threshold=0`
+Fair use of assisted generation: constant `num_assistant_tokens` and `assistant_confidence_threshold=0`
 set on the draft model's generation_config, `top_k=0, top_p=1.0` passed explicitly, target forward calls counted
 with a hook to get its block efficiency.
 

@@ -1,10 +1,15 @@
 """Losslessness certificate for a drafter: `python -m rsd.certify drafter=NAME [overrides] [--samples N]`.
 
-Runs (1) the exact-enumeration oracle under its declared candidate scheme, driving the engine's own verification
-code (the node rule at one node, and the drafter's verifier on every tiny drafted tree), (2) the whole-engine
-Monte Carlo oracle on a tiny-vocabulary model pair (first 3 tokens against the exactly enumerated target law), and
-(3) greedy identity against AR on tiny Llama and OPT pairs (and the embedded pair with --embedded). Prints the
-measured distance, the bound, the false-alarm rate and the samples used; exits 1 if any check fails.
+Runs (1) the exact whole-engine oracle: the real engine, the drafter's own `build` (every draw through ctx.draws
+enumerated) and its verifier's own `verify`, on table models over a 3-token vocabulary whose laws depend on the whole
+context, through several steps with EOS and max_new_tokens cuts, against the target's law to 1e-12; (2) the
+exact-enumeration oracle under the drafter's declared candidate scheme (the node rule at one node, the verifier on
+tiny drafted trees); (3) whole-engine Monte Carlo on table models whose draft is close to the target (deep levels are
+reached; the acceptance by depth it exercised and its power against a planted bug are reported) and on a tiny
+transformers pair (the real KV cache); (4) greedy identity against AR on tiny Llama and OPT pairs (and the embedded
+pair with --embedded). Every step also checks the drafter's contract (depth <= ctx.max_depth, every drafted token
+has mass under its parent's recorded law). Prints the measured distance, the bound, the false-alarm rate and the
+samples used; exits 1 if any check fails, naming the check that caught it.
 
 It then reports usefulness, which never changes the verdict: on the embedded SmolLM2 pair (the tiny pair when that is
 unavailable), a few short prompts, the drafter's mean accepted length and block efficiency next to SD at the same L
@@ -25,14 +30,21 @@ from typing import Any
 import torch
 
 from rsd.drafters.base import Drafter
+from rsd.engine import DrafterContractError, Engine
+from rsd.exact_engine import ContextTables, TableLM, engine_law, target_law, total_variation
 from rsd.oracles import (
     FALSE_ALARM,
     LAW_KINDS,
+    NondeterministicExperiment,
     PrefixLaws,
+    TooManyOutcomes,
+    chi_square_power,
+    chi_square_test,
     draft_chain,
     draft_iid_trie,
     draft_without_replacement,
     engine_monte_carlo,
+    enumerate_outcomes,
     node_output_law,
     tree_law_error,
 )
@@ -175,6 +187,132 @@ def exact_check(drafter: Drafter) -> Check:
                  details)
 
 
+# (table kind, seed, EOS, max_new_tokens): close and sparse laws, with and without an EOS token, 3 tokens (1-3 steps)
+ENGINE_CASES = (("close", 0, (2,), 3), ("close", 1, (), 3), ("sparse", 2, (2,), 3))
+ENGINE_MAX_RUNS = 10_000  # engine replays per case (3-6 ms each): K = 3 i.i.d. candidates on 3 tokens exceed it
+
+
+def _engine_for(drafter: Drafter, params: SamplingParams, eos: tuple[int, ...], vocab: int):
+    return lambda target, draft: Engine(target, draft, drafter, params, list(eos), vocab)
+
+
+T1 = SamplingParams(1.0)
+
+
+def engine_exact_check(drafter: Drafter, params: SamplingParams = T1, vocab: int = 3) -> Check:
+    """The exact whole-engine oracle: max TV between the engine's emitted law and the target's, over ENGINE_CASES."""
+    worst, cases = 0.0, []
+    try:
+        for kind, seed, eos, n in ENGINE_CASES:
+            tables = ContextTables(vocab, seed, kind)
+            got = engine_law(_engine_for(drafter, params, eos, vocab), tables, [0], n, ENGINE_MAX_RUNS)
+            err = total_variation(got, target_law(tables, params, [0], n, frozenset(eos)))
+            worst = max(worst, err)
+            cases.append({"kind": kind, "seed": seed, "eos": list(eos), "max_new_tokens": n, "tv": err})
+    except DrafterContractError as err:
+        return Check("exact engine", False, f"the drafter broke its contract: {err}")
+    except TooManyOutcomes:
+        return Check("exact engine", None, f"not applicable at this shape: more than {ENGINE_MAX_RUNS} outcomes per "
+                     f"case; certify a narrower shape of the same drafter (e.g. 2 candidates per node; the oracle "
+                     "runs the same code at every shape); the Monte Carlo oracles still cover this one")
+    except (NondeterministicExperiment, AttributeError) as err:
+        return Check("exact engine", None, f"not applicable: the drafter draws outside ctx.draws ({err}); the "
+                     "Monte Carlo oracles still cover it")
+    return Check("exact engine", worst <= EXACT_BOUND,
+                 f"max TV(engine, target) = {worst:.2e} ({len(cases)} cases: vocab {vocab}, context-dependent "
+                 f"tables, {ENGINE_CASES[0][3]} tokens, EOS and max_new_tokens cuts); bound {EXACT_BOUND:.0e}",
+                 {"bound": EXACT_BOUND, "cases": cases})
+
+
+def _two_beam_steps(draws, width: int = 2) -> tuple:
+    """Two stochastic beam search steps over fixed context-dependent laws (vocab 3): the kept (prefix) lists."""
+    root = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
+    child = torch.tensor([[0.6, 0.3, 0.1], [0.2, 0.2, 0.6], [0.1, 0.7, 0.2]], dtype=torch.float64)
+    parent, token, phi, key = draws.beam_step(torch.zeros(1, dtype=torch.float64),
+                                              torch.zeros(1, dtype=torch.float64), root.log()[None], width)
+    first = tuple(int(t) for t in token)
+    parent, token, phi, key = draws.beam_step(phi, key, child[list(first)].log(), width)
+    return first, tuple((first[int(b)], int(t)) for b, t in zip(parent, token))
+
+
+def draw_helpers_check(samples: int = 20000, seed: int = 0) -> Check:
+    """The production draw helpers (rsd.coins.RandomDraws) against the laws the exact oracle enumerates: Gumbel-top-3
+    of one law, and two stochastic beam search steps; chi-square each."""
+    from rsd.coins import RandomDraws
+    from rsd.exact_engine import EnumeratedDraws
+
+    gen = torch.Generator().manual_seed(seed)
+    p = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=torch.float64)
+    experiments = {
+        "Gumbel-top-3": lambda draws: tuple(draws.without_replacement(p[None], 3)[0]),
+        "beam search, 2 steps": _two_beam_steps,
+    }
+    results, worst = {}, 1.0
+    for name, run in experiments.items():
+        law: dict = {}
+        for out, w in enumerate_outcomes(lambda coins, run=run: run(EnumeratedDraws(coins))):
+            law[out] = law.get(out, 0.0) + w
+        counts: dict = {}
+        production = RandomDraws(gen)
+        for _ in range(samples):
+            out = run(production)
+            counts[out] = counts.get(out, 0) + 1
+        res = chi_square_test(counts, law)
+        results[name] = asdict(res)
+        worst = min(worst, res.p_value)
+    text = "; ".join(f"{n}: p = {r['p_value']:.3g} ({r['cells']} cells)" for n, r in results.items())
+    return Check("draw helpers", worst >= FALSE_ALARM, f"{text}, samples {samples} each", results)
+
+
+def planted_sd_law(tables: ContextTables, params: SamplingParams, length: int) -> dict:
+    """The exact law of an SD(2) chain whose second token is drawn from the root's law: the stated alternative the
+    table Monte Carlo check's power is reported against."""
+    from rsd.drafters import SD
+
+    class RootLawSD(SD):
+        def build(self, tree, ctx):
+            v = 0
+            for _ in range(min(self.length, ctx.max_depth)):
+                ctx.probs(tree, [v])
+                v = tree.add_candidate(v, ctx.draws.one(tree.draft_probs[0]))
+
+    return engine_law(_engine_for(RootLawSD(2), params, (), tables.vocab), tables, [0], length)
+
+
+def table_monte_carlo_check(drafter: Drafter, samples: int, params: SamplingParams = T1,
+                            vocab: int = 4, length: int = 4, seed: int = 0) -> Check:
+    """The engine with its production draws (the prompt's generator) on close table models: chi-square of the first
+    `length` tokens against the exact target law, the acceptance by depth exercised, and the power at this sample
+    size against the planted SD bug (second token from the root's law)."""
+    from rsd.sampling import prompt_generator
+
+    tables = ContextTables(vocab, seed, "close")
+    engine = Engine(TableLM(tables, 0), TableLM(tables, 1), drafter, params, [], vocab)
+    counts: dict[tuple[int, ...], int] = {}
+    reached: dict[int, int] = {}
+    steps = 0
+    try:
+        for i in range(samples):
+            out = engine.generate([0], length, prompt_generator(seed, f"table-mc-{i}"))
+            counts[tuple(out.new_token_ids)] = counts.get(tuple(out.new_token_ids), 0) + 1
+            steps += len(out.accepted_lengths)
+            for a in out.accepted_lengths:
+                for d in range(1, a + 1):
+                    reached[d] = reached.get(d, 0) + 1
+    except DrafterContractError as err:
+        return Check("Monte Carlo tables", False, f"the drafter broke its contract: {err}")
+    law = target_law(tables, params, [0], length, frozenset())
+    res = chi_square_test(counts, law)
+    power = chi_square_power(law, planted_sd_law(tables, params, length), samples)
+    depth = {d: reached[d] / steps for d in sorted(reached)}
+    depth_text = ", ".join(f"d{d} {f:.2f}" for d, f in depth.items()) or "none"
+    return Check("Monte Carlo tables", res.passed,
+                 f"chi2 = {res.chi2:.1f} vs critical {res.critical:.1f} ({res.cells} cells), p = {res.p_value:.3g}, "
+                 f"samples {samples}; steps accepting >= d tokens: {depth_text}; power vs the planted SD "
+                 f"root-law bug {power:.2f}",
+                 {**asdict(res), "acceptance_by_depth": depth, "power_vs_planted_sd_bug": power})
+
+
 def monte_carlo_check(drafter: Drafter, params: SamplingParams, samples: int, seed: int = 0) -> Check:
     """Whole engine on a tiny vocabulary-8 Llama pair: law of the first 3 tokens vs the exact target law."""
     from rsd.models.tiny import tiny_pair
@@ -291,12 +429,26 @@ def usefulness_check(name: str, drafter: Drafter, model_pair: str = "smollm2", p
     return Usefulness(setting, rows, warning)
 
 
+def _guarded(name: str, check: Callable[..., Check], *args) -> Check:
+    """Run one check; an error raised by the drafter's code is that check's FAIL, in one line."""
+    try:
+        return check(*args)
+    except DrafterContractError as err:
+        return Check(name, False, f"the drafter broke its contract: {err}")
+    except Exception as err:  # noqa: BLE001 - user code may raise anything; the certificate must still be printed
+        return Check(name, False, f"raised {type(err).__name__}: {err}")
+
+
 def certify(name: str, drafter: Drafter, samples: int = 2000, sampling: tuple[SamplingParams, ...] = MC_SAMPLING,
-            embedded: bool = False, usefulness: bool = False) -> Certificate:
-    """All three oracles for one drafter instance; with `usefulness`, also `usefulness_check` (never the verdict)."""
-    checks = [exact_check(drafter)]
-    checks += [monte_carlo_check(drafter, params, samples) for params in sampling]
-    checks.append(greedy_check(drafter, embedded))
+            embedded: bool = False, usefulness: bool = False, table_samples: int = 1000) -> Certificate:
+    """Every oracle for one drafter instance; with `usefulness`, also `usefulness_check` (never the verdict)."""
+    checks = [_guarded("exact engine", engine_exact_check, drafter),
+              _guarded("exact enumeration", exact_check, drafter),
+              _guarded("Monte Carlo tables", table_monte_carlo_check, drafter, table_samples),
+              _guarded("draw helpers", draw_helpers_check)]
+    checks += [_guarded(f"Monte Carlo T={params.temperature:g}", monte_carlo_check, drafter, params, samples)
+               for params in sampling]
+    checks.append(_guarded("greedy identity", greedy_check, drafter, embedded))
     rule = drafter.rule if isinstance(drafter.rule, str) else getattr(drafter.rule, "__name__", "custom")
     return Certificate(name, drafter.describe(), rule, checks, str(drafter.verifier),
                        usefulness_check(name, drafter) if usefulness else None)
@@ -324,12 +476,17 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. drafter=rsd_s drafter.beam_width=2")
     ap.add_argument("--samples", type=int, default=2000, help="Monte Carlo decodes per sampling setting")
+    ap.add_argument("--table-samples", type=int, default=1000, help="Monte Carlo decodes on the table models")
     ap.add_argument("--embedded", action="store_true", help="also check greedy identity on the embedded pair")
     ap.add_argument("--no-usefulness", action="store_true",
                     help=f"skip the usefulness report ({USEFUL_PROMPTS} prompts x {USEFUL_TOKENS} tokens on the "
                          "embedded pair)")
     ap.add_argument("--json", type=Path, help="also write the certificate(s) as JSON here")
     args = ap.parse_args(argv)
+    if args.samples < 100 or args.table_samples < 100:
+        ap.error("--samples and --table-samples must be at least 100 (a chi-square test needs expected counts >= 5)")
+    if args.json is not None and not args.json.parent.is_dir():
+        ap.error(f"--json {args.json}: the directory {args.json.parent} does not exist")
     torch.set_num_threads(1)
     from rsd.errors import RsdError
 
@@ -340,7 +497,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     certificates = []
     for name, drafter in drafters:
-        cert = certify(name, drafter, args.samples, embedded=args.embedded, usefulness=not args.no_usefulness)
+        cert = certify(name, drafter, args.samples, embedded=args.embedded, usefulness=not args.no_usefulness,
+                       table_samples=args.table_samples)
         print(cert.render(), flush=True)
         certificates.append(cert)
     if args.json:

@@ -40,7 +40,7 @@ class Draws(Protocol):
 
     def beam_step(self, phi: torch.Tensor, key: torch.Tensor, logp: torch.Tensor, width: int
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One stochastic beam search step: (parent beam, token, phi, key) of the kept pairs, as `rsd.gumbel.sbs_step`."""
+        """One stochastic beam search step: (parent beam, token, phi, key) of the kept pairs (rsd.gumbel.sbs_step)."""
 
 
 class RandomCoins:

@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch
 
 from rsd.coins import Coins, Draws, RandomCoins, RandomDraws
+from rsd.drafters.base import Drafter
 from rsd.errors import RsdError
 from rsd.models.adapter import CausalLM
 from rsd.sampling import SamplingParams, probs_from_logits
 from rsd.tree import DraftTree
 from rsd.verify import verifier_for
-
-if TYPE_CHECKING:
-    from rsd.drafters.base import Drafter
 
 
 @dataclass
@@ -108,9 +105,9 @@ class DrafterContractError(RsdError, RuntimeError):
     """A drafter broke the contract of `rsd.drafters.base.Drafter` (the message names the drafter and the rule)."""
 
 
-class DraftContext:
-    """What a drafter sees during one step: draft distributions of tree nodes (one draft forward per call) and
-    `draws`, the only randomness a drafter may use (rsd.coins.Draws).
+class ModelDraftContext:
+    """The engine's `rsd.drafters.base.DraftContext`: draft distributions of tree nodes (one draft forward per call)
+    and `draws`, the only randomness a drafter may use (rsd.coins.Draws).
 
     `max_depth` is the deepest level the drafter may draft this step: min(L, tokens still allowed - 1), so no
     drafted token is ever cut off by max_new_tokens. A drafter must draft at most that many levels.
@@ -214,7 +211,7 @@ def tree_inputs(tree: DraftTree, committed: list[int], cached: int
 class Engine:
     """Generates from the target with a drafter; the output law is the target's, whatever the drafter (lossless)."""
 
-    def __init__(self, target: CausalLM, draft: CausalLM | None, drafter: "Drafter", params: SamplingParams,
+    def __init__(self, target: CausalLM, draft: CausalLM | None, drafter: Drafter, params: SamplingParams,
                  eos_token_ids: list[int], vocab_size: int) -> None:
         if drafter.draft_length > 0 and draft is None:
             raise ValueError(f"drafter {drafter.name!r} needs a draft model, but the model pair has none")
@@ -299,7 +296,8 @@ class Engine:
         ctx = None
         if self.drafter.draft_length > 0 and (max_depth is None or max_depth > 0):
             draws = draws if draws is not None else RandomDraws(gen)
-            ctx = DraftContext(self.draft, committed, self.params, self.vocab_size, draws, out, self.clock, max_depth)
+            ctx = ModelDraftContext(self.draft, committed, self.params, self.vocab_size, draws, out, self.clock,
+                                    max_depth)
             self.drafter.build(tree, ctx)
             check_drafted_tree(tree, max_depth, self.drafter.name)
         q = self._score(tree, committed, out)
@@ -321,7 +319,7 @@ class Engine:
         self.clock.stop(start, out, "time_target_s")
         return q
 
-    def _compact(self, tree: DraftTree, committed: list[int], path: list[int], ctx: DraftContext | None) -> None:
+    def _compact(self, tree: DraftTree, committed: list[int], path: list[int], ctx: ModelDraftContext | None) -> None:
         """Keep the committed prefix and the accepted path in both caches: the path's entries move into place
         behind the prefix and the rest is cropped (O(path); never a roll-back by length: docs/algorithms.md#pitfalls).
         """

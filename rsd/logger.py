@@ -9,10 +9,18 @@ from __future__ import annotations
 import netrc
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from rsd.runner import RunPlan
+
+class RunInfo(Protocol):
+    """What a logger needs to know about the run it logs (rsd.runner.RunPlan provides it)."""
+
+    run_dir: Path
+    identity: dict
+    method: str
+    shape: dict
+
 
 PER_PROMPT_KEYS = ("new_tokens", "target_calls", "draft_calls", "block_efficiency", "wall_s", "time_draft_s",
                    "time_target_s", "score")
@@ -54,7 +62,7 @@ def wandb_mode(configured: str | None) -> str:
 class WandbLogger:
     """One wandb run per harness run: the resolved config, per-prompt metrics, and the summary."""
 
-    def __init__(self, cfg: Mapping[str, Any], plan: "RunPlan") -> None:
+    def __init__(self, cfg: Mapping[str, Any], plan: RunInfo) -> None:
         import wandb
 
         mode = wandb_mode(cfg.get("mode", "auto"))
@@ -78,7 +86,7 @@ class WandbLogger:
         self.run.finish()
 
 
-def make_logger(cfg: Mapping[str, Any], plan: "RunPlan") -> NullLogger | WandbLogger:
+def make_logger(cfg: Mapping[str, Any], plan: RunInfo) -> NullLogger | WandbLogger:
     name = cfg.get("name", "none")
     if name == "none":
         return NullLogger()

@@ -13,9 +13,9 @@ from typing import TypeVar
 import torch
 from scipy import stats
 
+from rsd.coins import Coins
 from rsd.rules import NodeLaw, NodeRule, get_rule, verify_node
 from rsd.tree import DraftTree
-from rsd.coins import Coins
 from rsd.verify.base import Verifier
 from rsd.verify.walk import Walk
 
@@ -59,9 +59,15 @@ class _Branch(Exception):
         self.options = options
 
 
+class NondeterministicExperiment(RuntimeError):
+    """A replay offered different outcomes at a coin than the first run did: the experiment draws randomness that
+    does not go through its coins (e.g. a drafter that bypasses ctx.draws), so it cannot be enumerated."""
+
+
 class ScriptedCoins:
     """Coins that replay a script of outcomes and raise `_Branch` at the first coin past it. Certain outcomes
-    (probability 0 or 1, a one-token draw) consume no script entry, so replays stay aligned."""
+    (probability 0 or 1, a one-token draw) consume no script entry, so replays stay aligned. Each script entry
+    carries the outcomes offered when it was created; a replay offering others raises NondeterministicExperiment."""
 
     def __init__(self, script: tuple) -> None:
         self.script, self.used = script, 0
@@ -70,8 +76,12 @@ class ScriptedCoins:
         if len(options) == 1:
             return options[0][0]
         if self.used < len(self.script):
+            choice, offered = self.script[self.used]
+            if offered != tuple(o for o, _ in options):
+                raise NondeterministicExperiment("a replay offered other outcomes than the first run at coin "
+                                                 f"{self.used}: randomness outside the coins")
             self.used += 1
-            return self.script[self.used - 1]
+            return choice
         raise _Branch(options)
 
     def accept(self, prob: float) -> bool:
@@ -84,17 +94,27 @@ class ScriptedCoins:
         return int(self._next([(int(i), float(probs[i]) / total) for i in (probs > 0).nonzero().flatten()]))
 
 
-def enumerate_outcomes(experiment: Callable[[ScriptedCoins], T]) -> list[tuple[T, float]]:
+class TooManyOutcomes(RuntimeError):
+    """The enumeration needed more replays than its budget."""
+
+
+def enumerate_outcomes(experiment: Callable[[ScriptedCoins], T], max_runs: int | None = None
+                       ) -> list[tuple[T, float]]:
     """Every outcome of `experiment(coins)` with its probability: a depth-first search over every coin (accept and
     draw) the experiment flips, replaying it once per complete branch. The experiment must be deterministic given
-    its coins (all randomness through them)."""
-    outcomes, stack = [], [((), 1.0)]
+    its coins (all randomness through them); a replay that is not raises NondeterministicExperiment. More than
+    `max_runs` replays raise TooManyOutcomes."""
+    outcomes, stack, runs = [], [((), 1.0)], 0
     while stack:
+        runs += 1
+        if max_runs is not None and runs > max_runs:
+            raise TooManyOutcomes(f"more than {max_runs} replays")
         script, prob = stack.pop()
         try:
             result = experiment(ScriptedCoins(script))
         except _Branch as branch:
-            stack.extend((script + (o,), prob * w) for o, w in branch.options)
+            offered = tuple(o for o, _ in branch.options)
+            stack.extend((script + ((o, offered),), prob * w) for o, w in branch.options)
             continue
         outcomes.append((result, prob))
     return outcomes
@@ -308,6 +328,21 @@ def chi_square_test(counts: dict[tuple[int, ...], int], law: dict[tuple[int, ...
     tv = 0.5 * float((observed / n - expected / n).abs().sum())
     return MonteCarloResult(n, dof + 1, chi2, float(stats.chi2.isf(false_alarm, dof)), float(stats.chi2.sf(chi2, dof)),
                             tv, false_alarm)
+
+
+def chi_square_power(null: dict[tuple[int, ...], float], alternative: dict[tuple[int, ...], float], samples: int,
+                     false_alarm: float = FALSE_ALARM) -> float:
+    """Power of `chi_square_test` at `samples` draws against `alternative`: the noncentral chi-square approximation
+    on the same pooled cells (lambda = n * sum (p1 - p0)^2 / p0)."""
+    keys = sorted(null, key=lambda s: -null[s])
+    big = [s for s in keys if null[s] * samples >= 5]
+    small = [s for s in keys if null[s] * samples < 5]
+    cells = [([s], null[s], alternative.get(s, 0.0)) for s in big]
+    if small:
+        cells.append((small, sum(null[s] for s in small), sum(alternative.get(s, 0.0) for s in small)))
+    lam = samples * sum((p1 - p0) ** 2 / p0 for _, p0, p1 in cells if p0 > 0)
+    dof = len(cells) - 1
+    return float(stats.ncx2.sf(stats.chi2.isf(false_alarm, dof), dof, lam))
 
 
 def engine_monte_carlo(target: torch.nn.Module, draft: torch.nn.Module | None, drafter, params, prompt: list[int],

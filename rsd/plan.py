@@ -148,7 +148,7 @@ def model_config(spec: str, tiny: tuple = ()) -> tuple[Any, str]:
     """(a transformers config, where it came from) without loading weights; (None, 'unknown') when unknown."""
     from transformers import AutoConfig
 
-    from rsd.models.pairs import EMBEDDED
+    from rsd.models.embedded import EMBEDDED
 
     if spec.startswith("tiny:"):
         from rsd.models.tiny import tiny_pair

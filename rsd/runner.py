@@ -61,7 +61,7 @@ from rsd.validate import validate_config
 from rsd.verify import verifier_for
 
 # Keys that do not change what a run computes: excluded from the run identity (and so from its directory name).
-NON_IDENTITY_KEYS = ("out_dir", "logger", "hydra", "report")
+NON_IDENTITY_KEYS = ("out_dir", "logger", "hydra")
 # Budget keys that only choose which shapes run (the shape itself is in the identity): a shape run by a sweep with a
 # depth limit, a pin or a higher run cap is the same run as without them.
 SHAPE_FILTER_KEYS = ("max_depth", "max_runs", "shape")

@@ -32,7 +32,8 @@ class SamplingParams:
 
 
 def probs_from_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
-    """Processed next-token distribution [..., V] (float32): one-hot argmax when greedy, else T, top-k, top-p.
+    """Processed next-token distribution [..., V]: one-hot argmax when greedy, else T, top-k, top-p. float32, or
+    float64 for float64 logits (the exact oracle's table models, whose enumeration is exact to 1e-12).
 
     The same law as transformers' generate() (TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper in that
     order, then softmax), computed with the same operations. Top-k keeps every token tied with the k-th logit.
@@ -40,9 +41,9 @@ def probs_from_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Ten
     tokens together hold at most 1 - top_p; the most likely token always stays. Among tied logits the lower token
     id counts as less likely (transformers' ascending stable sort), so it is the one dropped at the boundary.
     """
-    logits = logits.float()
+    logits = logits if logits.dtype == torch.float64 else logits.float()
     if params.greedy:
-        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
+        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)
     logits = logits / params.temperature
     if 0 < params.top_k < logits.shape[-1]:
         kth = logits.topk(params.top_k, dim=-1).values[..., -1:]

@@ -21,13 +21,15 @@ from omegaconf import OmegaConf
 from rsd.budgets import Budget
 from rsd.errors import ConfigError
 from rsd.metrics import TASK_METRIC
+from rsd.models.embedded import EMBEDDED
+from rsd.models.spec import looks_like_local_path
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 LOGGERS = ("none", "wandb")
 WANDB_MODES = ("auto", "online", "offline", "disabled")
 WANDB_ENV_MODES = ("online", "offline", "disabled", "shared", "dryrun", "run")  # what wandb itself accepts
-# Keys every drafter accepts, whatever its YAML declares (the verifier plug-in of INTERFACES.md).
+# Keys every drafter accepts, whatever its YAML declares (the verifier plug-in: docs/adding_a_drafter.md §4).
 DRAFTER_KEYS = ("_target_", "name", "verifier")
 TINY_ARCHS = ("llama", "opt")
 
@@ -93,14 +95,7 @@ def _check_dataset(d: Mapping[str, Any]) -> None:
                           f"{', '.join(sorted(TASK_METRIC))}, or null to skip scoring")
 
 
-def looks_like_local_path(spec: str) -> bool:
-    """True for a model spec that can only be a path: /x, ./x, ../x, ~/x, or more than one '/' (hub ids have one)."""
-    return spec.startswith(("/", "./", "../", "~")) or spec in (".", "..") or spec.count("/") > 1
-
-
 def _check_model_pair(m: Mapping[str, Any]) -> None:
-    from rsd.models.pairs import EMBEDDED
-
     target, draft, tokenizer = m.get("target"), m.get("draft"), m.get("tokenizer")
     if str(target).startswith("tiny:"):
         if target.split(":", 1)[1] not in TINY_ARCHS:

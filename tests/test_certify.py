@@ -3,35 +3,56 @@
 import pytest
 from test_verifiers import traversal_with
 
-from rsd.certify import MC_SAMPLING, certify, compose_drafters, main, monte_carlo_check
+from rsd.certify import MC_SAMPLING, certify, compose_drafters, engine_exact_check, main, monte_carlo_check
 from rsd.drafters import RSDC, TV
 from rsd.sampling import SamplingParams
 
 BUILTIN = ["ar", "sd", "bv", "specinfer", "spectr", "rsd_c", "tv", "rsd_s"]
 
 
-def check_certificate(name, sampling, *overrides):
+def check_certificate(name, sampling, *overrides, samples=2000):
     [(method, drafter)] = compose_drafters([f"drafter={name}", *overrides])
-    cert = certify(method, drafter, samples=2000, sampling=sampling)
+    cert = certify(method, drafter, samples=samples, sampling=sampling, table_samples=min(samples, 1000))
     print(cert.render())
     assert cert.passed, cert.render()
     verdicts = {c.name: c.passed for c in cert.checks}
     assert verdicts["greedy identity"] is True
-    assert sum(1 for k, v in verdicts.items() if k.startswith("Monte Carlo") and v) == len(sampling)
+    assert sum(1 for k, v in verdicts.items() if k.startswith("Monte Carlo T") and v) == len(sampling)
+    assert verdicts["Monte Carlo tables"] is True
     assert verdicts["exact enumeration"] is (None if name == "ar" else True)
+    assert verdicts["exact engine"] is not False and verdicts["draw helpers"] is True
+
+
+def test_a_builtin_drafter_is_certified():
+    """Every oracle, Monte Carlo at temperature 1 with 300 samples; every drafter's full certificate is slow."""
+    check_certificate("rsd_c", MC_SAMPLING[:1], "drafter.root_branching=2", samples=300)
+
+
+NARROW = {"specinfer": "drafter.num_sequences=2", "spectr": "drafter.num_sequences=2",
+          "rsd_c": "drafter.root_branching=2", "tv": "drafter.root_branching=2", "rsd_s": "drafter.beam_width=2"}
 
 
 @pytest.mark.parametrize("name", BUILTIN)
-def test_builtin_drafters_are_certified(name):
-    """Exact enumeration, Monte Carlo at temperature 1, greedy identity."""
-    check_certificate(name, MC_SAMPLING[:1])
+def test_exact_engine_oracle_passes_every_builtin(name):
+    """At two candidates per node (the default three i.i.d. candidates have too many outcomes to enumerate)."""
+    [(_, drafter)] = compose_drafters([f"drafter={name}", *([NARROW[name]] if name in NARROW else [])])
+    check = engine_exact_check(drafter)
+    assert check.passed is True, check.summary
+
+
+def test_exact_engine_says_when_a_shape_is_too_wide(monkeypatch):
+    monkeypatch.setattr("rsd.certify.ENGINE_MAX_RUNS", 50)
+    [(_, drafter)] = compose_drafters(["drafter=spectr"])
+    check = engine_exact_check(drafter)
+    assert check.passed is None and "narrower shape" in check.summary
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", BUILTIN)
 def test_builtin_drafters_are_certified_with_filters(name):
-    """The full certificate, with Monte Carlo with temperature, top-k and top-p (docs/algorithms.md#pitfalls 3)."""
-    check_certificate(name, MC_SAMPLING)
+    """The full certificate, with Monte Carlo with temperature, top-k and top-p (docs/algorithms.md#pitfalls 3), at
+    two candidates per node (where the exact engine enumerates every outcome)."""
+    check_certificate(name, MC_SAMPLING, *([NARROW[name]] if name in NARROW else []))
 
 
 @pytest.mark.parametrize("name, params", [
@@ -47,9 +68,10 @@ def test_certified_at_other_temperatures_with_filters(name, params):
     assert check.passed, check.summary
 
 
+@pytest.mark.slow
 def test_specinfer_trie_with_traversal_is_certified():
     """Traversal verification on the merged i.i.d. trie (siblings in first-appearance order, with the draft update)."""
-    check_certificate("specinfer", MC_SAMPLING[:1], "+drafter.verifier=traversal")
+    check_certificate("specinfer", MC_SAMPLING[:1], "+drafter.verifier=traversal", samples=300)
 
 
 class FixedDraftRSDC(RSDC):
@@ -74,14 +96,26 @@ class UnscaledResidualTV(TV):
 
 
 @pytest.mark.parametrize("broken", [FixedDraftRSDC, TokenOrderRSDC, UnscaledResidualTV])
+def test_exact_engine_fails_a_lossy_drafter(broken):
+    assert engine_exact_check(broken([2, 2])).passed is False
+
+
+def test_exact_engine_passes_traversal_on_the_specinfer_trie():
+    [(_, drafter)] = compose_drafters(["drafter=specinfer", "drafter.num_sequences=2", "+drafter.verifier=traversal"])
+    assert engine_exact_check(drafter).passed is True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("broken", [FixedDraftRSDC, TokenOrderRSDC, UnscaledResidualTV])
 def test_certificate_fails_a_lossy_drafter(broken):
-    cert = certify("broken", broken([3, 2]), samples=2000, sampling=MC_SAMPLING[:1])
+    cert = certify("broken", broken([2, 2]), samples=300, sampling=MC_SAMPLING[:1], table_samples=300)
     print(cert.render())
     assert not cert.passed
-    assert any(c.name.startswith("Monte Carlo") and c.passed is False for c in cert.checks)
+    assert {c.name: c.passed for c in cert.checks}["exact engine"] is False
 
 
 def test_cli_exit_codes(capsys):
-    assert main(["drafter=sd", "--samples", "300", "--no-usefulness"]) == 0  # usefulness: tests/test_example.py
+    # usefulness: tests/test_example.py
+    assert main(["drafter=sd", "--samples", "300", "--table-samples", "300", "--no-usefulness"]) == 0
     assert "RESULT: PASS" in capsys.readouterr().out
     assert main(["drafter=nonexistent"]) != 0

@@ -67,7 +67,7 @@ def test_junk_drafter_gets_a_warning(example_on_path):
 
         def build(self, tree, ctx):
             frontier = [0]
-            for _ in self.branching:
+            for _ in self.branching[: ctx.max_depth]:
                 ctx.probs(tree, frontier)
                 frontier = [tree.add_candidate(v, 0) for v in frontier]
 

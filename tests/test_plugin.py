@@ -24,7 +24,7 @@ def example_on_path(monkeypatch):
 
 def test_user_drafter_is_certified_and_runs(example_on_path, tmp_path):
     [(name, drafter)] = compose_drafters(["drafter=topk_tree", SEARCH])
-    cert = certify(name, drafter, samples=2000, sampling=MC_SAMPLING[:1])
+    cert = certify(name, drafter, samples=300, sampling=MC_SAMPLING[:1], table_samples=300)
     assert cert.passed, cert.render()
     assert next(c for c in cert.checks if c.name == "exact enumeration").passed is True
     [summary] = run(compose_cfg("drafter=topk_tree", SEARCH, "model_pair=tiny_llama", "dataset.num_prompts=2",

@@ -42,9 +42,10 @@ def test_equals_transformers_processing(params, ties):
 
 
 def kept(probs: list[float], top_p: float, perm: list[int] | None = None) -> list[float]:
-    """probs_from_logits on log-probs (float64 logs; the masses below are exact in float32), tokens permuted."""
+    """probs_from_logits on float32 log-probs (the models' dtype; the masses below are exact in float32), tokens
+    permuted."""
     perm = perm or list(range(len(probs)))
-    logits = torch.tensor([probs[i] for i in perm], dtype=torch.float64).log()
+    logits = torch.tensor([probs[i] for i in perm], dtype=torch.float64).log().float()
     out = probs_from_logits(logits, SamplingParams(1.0, top_p=top_p))
     unperm = [0.0] * len(probs)
     for j, i in enumerate(perm):

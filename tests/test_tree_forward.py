@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rsd.coins import RandomDraws
-from rsd.engine import DraftContext, Generation, _Stopwatch, tree_inputs
+from rsd.engine import Generation, ModelDraftContext, _Stopwatch, tree_inputs
 from rsd.models.adapter import CausalLM
 from rsd.models.tiny import tiny_pair
 from rsd.sampling import SamplingParams
@@ -92,7 +92,7 @@ def test_draft_levels_equal_sequential(arch):
     lm = CausalLM(draft)
     lm.reset()
     params = SamplingParams(0.7, top_k=20)
-    ctx = DraftContext(lm, prompt, params, VOCAB, RandomDraws(torch.Generator().manual_seed(0)), Generation(),
+    ctx = ModelDraftContext(lm, prompt, params, VOCAB, RandomDraws(torch.Generator().manual_seed(0)), Generation(),
                        _Stopwatch(torch.device("cpu")))
     level = [0]
     for b in (3, 2, 2):

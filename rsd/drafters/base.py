@@ -4,14 +4,28 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
+
+import torch
 
 from rsd.budgets import Budget, InfeasibleBudgetError
+from rsd.coins import Draws
 from rsd.rules import NodeRule
 from rsd.tree import DraftTree
 
-if TYPE_CHECKING:
-    from rsd.engine import DraftContext
+
+class DraftContext(Protocol):
+    """What a drafter sees during one step (the engine implements it; so does the exact oracle's table engine).
+
+    `probs(tree, nodes)` returns p(.|node) [len(nodes), V] for each node in one draft forward and records it in
+    `tree.draft_probs`: the root first, then level by level. `draws` is the only randomness a drafter may use.
+    `max_depth` is the deepest level the drafter may draft this step.
+    """
+
+    draws: Draws
+    max_depth: int
+
+    def probs(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor: ...
 
 
 class Drafter(ABC):
@@ -46,7 +60,7 @@ class Drafter(ABC):
         """B: the most drafted (non-root) nodes the target verifies in one call."""
 
     @abstractmethod
-    def build(self, tree: DraftTree, ctx: "DraftContext") -> None:
+    def build(self, tree: DraftTree, ctx: DraftContext) -> None:
         """Grow `tree` (holding only its root) by calling ctx.probs on the root, then level by level, at most
         `ctx.max_depth` levels deep."""
 

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rsd.budgets import Budget
-from rsd.drafters.base import Drafter
+from rsd.drafters.base import DraftContext, Drafter
 from rsd.tree import DraftTree
-
-if TYPE_CHECKING:
-    from rsd.engine import DraftContext
 
 
 class AR(Drafter):
@@ -31,7 +28,7 @@ class AR(Drafter):
     def shapes(cls, budget: Budget, params: Mapping[str, Any]) -> list[dict]:
         return [{}]
 
-    def build(self, tree: DraftTree, ctx: "DraftContext") -> None:
+    def build(self, tree: DraftTree, ctx: DraftContext) -> None:
         return None
 
 
@@ -62,7 +59,7 @@ class SD(Drafter):
         """L at a fixed draft length; L = B at a fixed target compute."""
         return [{"draft_length": budget.draft_length if budget.kind == "fixed_length" else budget.target_tokens}]
 
-    def build(self, tree: DraftTree, ctx: "DraftContext") -> None:
+    def build(self, tree: DraftTree, ctx: DraftContext) -> None:
         v = 0
         for _ in range(min(self.length, ctx.max_depth)):
             v = tree.add_candidate(v, ctx.draws.one(ctx.probs(tree, [v])[0]))

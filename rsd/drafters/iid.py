@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rsd.budgets import Budget, factor_pairs
-from rsd.drafters.base import Drafter
+from rsd.drafters.base import DraftContext, Drafter
 from rsd.tree import DraftTree
-
-if TYPE_CHECKING:
-    from rsd.engine import DraftContext
 
 
 class IIDTrie(Drafter):
@@ -44,7 +41,7 @@ class IIDTrie(Drafter):
     def describe(self) -> dict:
         return {**super().describe(), "num_sequences": self.k}
 
-    def build(self, tree: DraftTree, ctx: "DraftContext") -> None:
+    def build(self, tree: DraftTree, ctx: DraftContext) -> None:
         at = [0] * self.k  # the trie node each sequence has reached
         for _ in range(min(self.length, ctx.max_depth)):
             nodes = list(dict.fromkeys(at))

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from rsd.budgets import Budget, branching_vectors, factor_pairs
-from rsd.drafters.base import Drafter
+from rsd.drafters.base import DraftContext, Drafter
 from rsd.tree import DraftTree
-
-if TYPE_CHECKING:
-    from rsd.engine import DraftContext
 
 
 class RSDC(Drafter):
@@ -52,7 +49,7 @@ class RSDC(Drafter):
     def describe(self) -> dict:
         return {**super().describe(), "branching": list(self.branching)}
 
-    def build(self, tree: DraftTree, ctx: "DraftContext") -> None:
+    def build(self, tree: DraftTree, ctx: DraftContext) -> None:
         frontier = [0]
         for b in self.branching[: ctx.max_depth]:
             draws = ctx.draws.without_replacement(ctx.probs(tree, frontier), b)
@@ -92,7 +89,7 @@ class RSDS(Drafter):
     def describe(self) -> dict:
         return {**super().describe(), "beam_width": self.width}
 
-    def build(self, tree: DraftTree, ctx: "DraftContext") -> None:
+    def build(self, tree: DraftTree, ctx: DraftContext) -> None:
         beams = [0]
         phi = torch.zeros(1, dtype=torch.float64)
         key = torch.zeros(1, dtype=torch.float64)

@@ -1,4 +1,4 @@
-"""The one place that talks to transformers' forward and KV cache (DESIGN.md: environment facts).
+"""The one place that talks to transformers' forward and KV cache.
 
 A tree forward passes an additive float mask (0 / dtype min) of shape (1, 1, q, cached + q) and explicit position
 ids: a boolean mask is silently ignored by eager attention, and missing position ids give wrong Llama positions
@@ -96,7 +96,6 @@ class CausalLM:
         self.dtype = next(model.parameters()).dtype
         self.cache: DynamicCache | None = None
         self.num_params = sum(p.numel() for p in model.parameters())
-        self.context_length = int(getattr(model.config, "max_position_embeddings", 0) or 0)
         self._zero = torch.zeros((), dtype=self.dtype, device=self.device)
         self._neg = torch.full((), torch.finfo(self.dtype).min, dtype=self.dtype, device=self.device)
 

@@ -87,3 +87,7 @@ def embedded_draft_dir() -> Path:
             f"The shipped draft model is missing from {DRAFT_DIR}; rebuild it with `python experiments/train_draft.py`."
         )
     return DRAFT_DIR
+
+
+# embedded:NAME -> the function that returns its directory (converting or checking it on first use)
+EMBEDDED = {"smollm2-135m-instruct": embedded_target_dir, "smollm2-draft": embedded_draft_dir}

@@ -17,15 +17,13 @@ from rsd.errors import ConfigError
 from rsd.models.adapter import CausalLM
 from rsd.models.embedded import (
     DRAFT_DIR,
+    EMBEDDED,
     ModelUnavailableError,
     cache_root,
-    embedded_draft_dir,
-    embedded_target_dir,
     gguf_path,
 )
+from rsd.models.spec import looks_like_local_path
 from rsd.models.tiny import CONTEXT_LENGTH, tiny_pair
-
-EMBEDDED = {"smollm2-135m-instruct": embedded_target_dir, "smollm2-draft": embedded_draft_dir}
 
 
 class TokenizerMismatchError(ConfigError):
@@ -209,10 +207,9 @@ def require_model(what: str, spec: str) -> None:
 def unavailable(what: str, spec: str, err: Exception) -> ModelUnavailableError:
     """The one-line error for a model or tokenizer that cannot be loaded, saying how to get it.
 
-    A spec that can only be a path (see rsd.validate.looks_like_local_path) or that exists on disk is reported as a
+    A spec that can only be a path (see rsd.models.spec.looks_like_local_path) or that exists on disk is reported as a
     local path, never as a bad hub id; anything else gets the `hf download` command of the installed huggingface_hub.
     """
-    from rsd.validate import looks_like_local_path
 
     reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     path = Path(spec).expanduser()

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
+from rsd.coins import Coins, RandomCoins  # noqa: F401  (re-exported: the verifier API)
 from rsd.errors import ConfigError
 from rsd.plugins import import_object
-from rsd.coins import Coins, RandomCoins  # noqa: F401  (re-exported: the verifier API)
 
 if TYPE_CHECKING:
     from rsd.tree import DraftTree

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from rsd.tree import DraftTree
 from rsd.coins import Coins
+from rsd.tree import DraftTree
 
 
 def chain_nodes(tree: DraftTree) -> list[int]:

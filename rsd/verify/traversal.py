@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from rsd.tree import DraftTree
 from rsd.coins import Coins
+from rsd.tree import DraftTree
 
 
 class TraversalState:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from rsd.coins import Coins
 from rsd.rules import get_rule, verify_node
 from rsd.tree import DraftTree
-from rsd.coins import Coins
 
 
 class Walk:

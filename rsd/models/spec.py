@@ -1,0 +1,8 @@
+"""How a model spec string reads, with no I/O: `tiny:ARCH`, `embedded:NAME`, a local path, or a hub id."""
+
+from __future__ import annotations
+
+
+def looks_like_local_path(spec: str) -> bool:
+    """True for a model spec that can only be a path: /x, ./x, ../x, ~/x, or more than one '/' (hub ids have one)."""
+    return spec.startswith(("/", "./", "../", "~")) or spec in (".", "..") or spec.count("/") > 1
