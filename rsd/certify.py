@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from rsd.drafters import SD
 from rsd.drafters.base import Drafter
 from rsd.engine import DrafterContractError, Engine
 from rsd.exact_engine import ContextTables, TableLM, engine_law, target_law, total_variation
@@ -264,18 +265,19 @@ def draw_helpers_check(samples: int = 20000, seed: int = 0) -> Check:
     return Check("draw helpers", worst >= FALSE_ALARM, f"{text}, samples {samples} each", results)
 
 
+class RootLawSD(SD):
+    """A planted bug: each node's law is computed, but the candidate is drawn from the root's (lossy from the second
+    token of a step on). The stated alternative the table Monte Carlo check's power is reported against."""
+
+    def build(self, tree, ctx):
+        v = 0
+        for _ in range(min(self.length, ctx.max_depth)):
+            ctx.probs(tree, [v])
+            v = tree.add_candidate(v, ctx.draws.one(tree.draft_probs[0]))
+
+
 def planted_sd_law(tables: ContextTables, params: SamplingParams, length: int) -> dict:
-    """The exact law of an SD(2) chain whose second token is drawn from the root's law: the stated alternative the
-    table Monte Carlo check's power is reported against."""
-    from rsd.drafters import SD
-
-    class RootLawSD(SD):
-        def build(self, tree, ctx):
-            v = 0
-            for _ in range(min(self.length, ctx.max_depth)):
-                ctx.probs(tree, [v])
-                v = tree.add_candidate(v, ctx.draws.one(tree.draft_probs[0]))
-
+    """The exact law of RootLawSD(2)."""
     return engine_law(_engine_for(RootLawSD(2), params, (), tables.vocab), tables, [0], length)
 
 
@@ -393,7 +395,6 @@ def usefulness_check(name: str, drafter: Drafter, model_pair: str = "smollm2", p
     `prompts` dolly_builtin prompts; the tiny pair stands in when `model_pair` cannot be loaded. None for a drafter
     that drafts nothing. Metrics as defined in docs/algorithms.md#metrics."""
     from rsd.data import load_builtin
-    from rsd.drafters import SD
     from rsd.engine import Engine
     from rsd.models.embedded import ModelUnavailableError
 

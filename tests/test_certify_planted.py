@@ -4,19 +4,9 @@ import pytest
 import torch
 
 import rsd.coins
-from rsd.certify import certify, draw_helpers_check, engine_exact_check, table_monte_carlo_check
+from rsd.certify import RootLawSD, certify, draw_helpers_check, engine_exact_check, table_monte_carlo_check
 from rsd.drafters import RSDC, RSDS, SD, SpecInfer, SpecTr
 from rsd.gumbel import gumbel
-
-
-class RootLawSD(SD):
-    """The issue's bug: each node's law is computed, the candidate is drawn from the root's."""
-
-    def build(self, tree, ctx):
-        v = 0
-        for _ in range(min(self.length, ctx.max_depth)):
-            ctx.probs(tree, [v])
-            v = tree.add_candidate(v, ctx.draws.one(tree.draft_probs[0]))
 
 
 class ParentLawSD(SD):
