@@ -38,8 +38,22 @@ def discard_hydra_output() -> None:
             break
 
 
+def sweep_hint() -> str | None:
+    """The line to print when a preset that declares a sweep runs without -m (it would run one job, silently)."""
+    hc = HydraConfig.get()
+    params = hc.sweeper.get("params") if hc.mode != RunMode.MULTIRUN else None
+    if not params:
+        return None
+    keys = ", ".join(sorted(str(k) for k in params))
+    return (f"note: this config declares a sweep over {keys} (hydra.sweeper.params); without -m it runs one job "
+            "with the defaults. Add -m to run the whole sweep: python run.py -m ...")
+
+
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> None:
+    hint = sweep_hint()
+    if hint:
+        print(hint, file=sys.stderr)
     try:
         summaries = run(cfg)
     except RsdError as err:

@@ -129,6 +129,7 @@ def test_cli_prints_table_and_errors_cleanly(tmp_path):
                         capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stderr
     assert "method" in ok.stdout and "rsd_c" in ok.stdout and "MBSU" in ok.stdout
+    assert "declares a sweep" not in ok.stderr
     bad = subprocess.run([sys.executable, "run.py", "model_pair=tiny_opt", f"out_dir={tmp_path}",
                           "drafter=rsd_s", "budget=fixed_compute", "budget.target_tokens=5",
                           "+budget.shape={beam_width:2}"], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -136,3 +137,14 @@ def test_cli_prints_table_and_errors_cleanly(tmp_path):
     assert bad.returncode == 2
     assert "error: drafter 'rsd_s' has no shape meeting budget B5" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_sweep_preset_without_multirun_says_so(tmp_path):
+    """`python run.py experiment=quickstart` (no -m) runs one job: it must say that the preset is a sweep."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    one = subprocess.run([sys.executable, "run.py", "experiment=quickstart", "model_pair=tiny_opt",
+                          f"out_dir={tmp_path}", "dataset.num_prompts=1", "sampling.max_new_tokens=4"], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0, one.stderr
+    assert "declares a sweep over" in one.stderr and "Add -m" in one.stderr
+

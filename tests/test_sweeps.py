@@ -143,7 +143,8 @@ def test_slurm_launcher_without_slurm_fails_at_once(tmp_path):
     assert proc.returncode != 0 and "srun" in log
 
 
-def test_wandb_offline_writes_its_directory_and_none_writes_nothing(tmp_path):
+def test_wandb_offline_writes_its_directory_and_none_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)  # a user's exported WANDB_MODE always wins (rsd/logger.py)
     [s] = run(compose_cfg("model_pair=tiny_llama", "dataset.num_prompts=2", "sampling.max_new_tokens=6",
                           "logger=wandb", "logger.mode=offline", f"out_dir={tmp_path / 'w'}"))
     offline = list(Path(s["run_dir"]).glob("wandb/offline-run-*"))
