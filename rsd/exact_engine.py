@@ -191,7 +191,7 @@ class EnumeratedDraws:
                 mass[b + (x,)] = (i, x, float((phi[i].double() + logp[i, x]).exp()))
         options = _race_outcomes([(s, m) for s, (_, _, m) in mass.items()], self._levels, width)
         total = sum(options.values())
-        kept = self.coins._next(sorted(((o, w / total) for o, w in options.items()), key=lambda t: t[0]))
+        kept = self.coins.choose(sorted(((o, w / total) for o, w in options.items()), key=lambda t: t[0]))
         self._levels.append(_Level(list(kept), [(s, m) for s, (_, _, m) in mass.items() if s not in kept]))
         parent = torch.tensor([mass[s][0] for s in kept], dtype=torch.long)
         token = torch.tensor([mass[s][1] for s in kept], dtype=torch.long)

@@ -72,7 +72,8 @@ class ScriptedCoins:
     def __init__(self, script: tuple) -> None:
         self.script, self.used = script, 0
 
-    def _next(self, options: list[tuple[object, float]]) -> object:
+    def choose(self, options: list[tuple[object, float]]) -> object:
+        """One of `options` [(outcome, probability)]: replayed from the script, or a new branch point."""
         if len(options) == 1:
             return options[0][0]
         if self.used < len(self.script):
@@ -86,12 +87,12 @@ class ScriptedCoins:
 
     def accept(self, prob: float) -> bool:
         prob = min(max(float(prob), 0.0), 1.0)
-        return bool(self._next([(o, w) for o, w in ((True, prob), (False, 1.0 - prob)) if w > 0]))
+        return bool(self.choose([(o, w) for o, w in ((True, prob), (False, 1.0 - prob)) if w > 0]))
 
     def draw(self, probs: torch.Tensor) -> int:
         probs = probs.double()
         total = float(probs.sum())
-        return int(self._next([(int(i), float(probs[i]) / total) for i in (probs > 0).nonzero().flatten()]))
+        return int(self.choose([(int(i), float(probs[i]) / total) for i in (probs > 0).nonzero().flatten()]))
 
 
 class TooManyOutcomes(RuntimeError):
