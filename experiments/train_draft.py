@@ -45,7 +45,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rsd.models.embedded import DRAFT_DIR, cache_root, embedded_target_dir  # noqa: E402
+from rsd.models.embedded import cache_root, embedded_target_dir  # noqa: E402
+
+DRAFT_DIR = Path(__file__).resolve().parent.parent / "rsd" / "assets" / "smollm2-draft-v2"
 
 TOPK = 32
 SYSTEM = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
@@ -361,21 +363,13 @@ def stage_rescore(work: Path, src: Path, dtype: torch.dtype, batch: int) -> None
     """Rebuild rounds/round-*.pt (the target's top-k log-probs at every answer token) from exported token ids, by
     batched teacher-forced forwards (a few times faster per token than sampling them). In bfloat16 the rebuilt laws
     equal the sampled ones up to rounding (measured on 480 tokens: top-1 token agrees on 96-99%, |d log p| <= 0.2)."""
-    import numpy as np
-
     tok, model = load_target(dtype)
     (work / "rounds").mkdir(parents=True, exist_ok=True)
     for f in sorted(src.glob("round-*.npz")):
         shard = work / "rounds" / (f.stem + ".pt")
         if shard.exists():
             continue
-        z = np.load(f)
-        bounds = np.cumsum(np.concatenate([[0], z["prompt_len"] + z["answer_len"]]))
-        items = []
-        for i in range(len(z["style"])):
-            seq = z["tokens"][bounds[i]:bounds[i + 1]].astype(np.int64).tolist()
-            n = int(z["prompt_len"][i])
-            items.append({"prompt": seq[:n], "answer": seq[n:], "style": str(z["style"][i])})
+        items = round_items(f)
         for start in range(0, len(items), batch):
             chunk = items[start:start + batch]
             width = max(len(it["prompt"]) + len(it["answer"]) for it in chunk)
@@ -395,10 +389,13 @@ def stage_rescore(work: Path, src: Path, dtype: torch.dtype, batch: int) -> None
         print(f"rescored {shard}", flush=True)
 
 
-def draft_config(target_config, width: int, layers: int):
+def draft_config(target_config, width: int, layers: int, head_ids: list[int] | None = None):
+    """A small Llama with the target's tokenizer; with `head_ids`, a trimmed head over those target tokens only."""
     from transformers import LlamaConfig
 
-    return LlamaConfig(
+    from rsd.models.trimmed import TrimmedLlamaConfig
+
+    kwargs = dict(
         vocab_size=target_config.vocab_size, hidden_size=width, intermediate_size=3 * width,
         num_hidden_layers=layers, num_attention_heads=width // 32, num_key_value_heads=max(1, width // 64),
         head_dim=32, max_position_embeddings=target_config.max_position_embeddings,
@@ -406,46 +403,123 @@ def draft_config(target_config, width: int, layers: int):
         tie_word_embeddings=True, bos_token_id=target_config.bos_token_id, eos_token_id=target_config.eos_token_id,
         pad_token_id=target_config.pad_token_id,
     )
+    if not head_ids:
+        return LlamaConfig(**kwargs)
+    kwargs.update(vocab_size=len(head_ids) + 1, pad_token_id=len(head_ids))
+    return TrimmedLlamaConfig(head_token_ids=head_ids, full_vocab_size=target_config.vocab_size, **kwargs)
 
 
-def load_teacher_items(work: Path) -> list[dict]:
+def head_vocabulary(items: list[dict], n: int, always: list[int]) -> list[int]:
+    """The n target tokens the trimmed head covers: `always` (EOS and other specials), then the most frequent
+    answer tokens of the training data (ties by id, so the choice is reproducible)."""
+    counts: dict[int, int] = {}
+    for it in items:
+        for t in it["answer"]:
+            counts[t] = counts.get(t, 0) + 1
+    ranked = sorted(counts, key=lambda t: (-counts[t], t))
+    chosen = list(dict.fromkeys(always))
+    chosen += [t for t in ranked if t not in set(always)][: n - len(chosen)]
+    return sorted(chosen)
+
+
+def round_items(npz: Path) -> list[dict]:
+    """One exported round's prompts, answers and styles (token ids only)."""
+    import numpy as np
+
+    z = np.load(npz)
+    bounds = np.cumsum(np.concatenate([[0], z["prompt_len"] + z["answer_len"]]))
     items = []
-    for shard in sorted(work.glob("teacher-*.pt")):
-        items.extend(torch.load(shard))
+    for i in range(len(z["style"])):
+        seq = z["tokens"][bounds[i]:bounds[i + 1]].astype(np.int64).tolist()
+        n = int(z["prompt_len"][i])
+        items.append({"prompt": seq[:n], "answer": seq[n:], "style": str(z["style"][i])})
     return items
 
 
-def stage_train(work: Path, width: int, layers: int, epochs: int, lr: float, max_len: int, tokens_per_batch: int,
-                seed: int, init_scale: float = 0.05, init_from: Path | None = None) -> None:
-    from transformers import LlamaForCausalLM
+def sampled_targets(item: dict) -> dict:
+    """The sampled answer token as a one-point teacher law: cross-entropy to a sample of q is an unbiased estimate
+    of the cross-entropy to q (noisier than the top-k law, and free: no teacher forward)."""
+    m = len(item["answer"])
+    top_idx = torch.zeros(m, TOPK, dtype=torch.int32)
+    top_idx[:, 0] = torch.tensor(item["answer"], dtype=torch.int32)
+    top_logp = torch.full((m, TOPK), float("-inf"), dtype=torch.float16)
+    top_logp[:, 0] = 0.0
+    return {**item, "top_idx": top_idx, "top_logp": top_logp, "soft": False}
+
+
+def load_teacher_items(work: Path, data: str, tokens_dir: Path) -> list[dict]:
+    """Training items with teacher laws. `rounds` (v2): each exported round in `tokens_dir`, with the target's
+    top-k laws where `rescore` has rebuilt them (work/rounds/round-*.pt), else with the sampled tokens as targets.
+    `teacher` (v1): the top-k shards work/teacher-*.pt."""
+    items = []
+    if data == "teacher":
+        for shard in sorted(work.glob("teacher-*.pt")):
+            items.extend({**it, "soft": True} for it in torch.load(shard))
+    else:
+        for npz in sorted(tokens_dir.glob("round-*.npz")):
+            shard = work / "rounds" / (npz.stem + ".pt")
+            if shard.exists():
+                items.extend({**it, "soft": True} for it in torch.load(shard))
+            else:
+                items.extend(sampled_targets(it) for it in round_items(npz))
+    if not items:
+        raise SystemExit(f"no teacher data for --data {data} in {work} / {tokens_dir}")
+    return items
+
+
+def init_embedding(model, target, head_ids: list[int] | None, width: int, init_scale: float) -> None:
+    """PCA of the target's token embedding gives the draft a head start on token similarity (the shared row of a
+    trimmed vocabulary gets the mean of the tokens it stands for)."""
+    emb = target.get_input_embeddings().weight.detach().float()
+    centred = emb - emb.mean(0)
+    _, _, v = torch.linalg.svd(centred[torch.randperm(len(centred))[:8192]], full_matrices=False)
+    proj = centred @ v[:width].T
+    proj = proj / proj.std() * init_scale
+    if head_ids:
+        rest = torch.ones(len(proj), dtype=torch.bool)
+        rest[head_ids] = False
+        proj = torch.cat([proj[head_ids], proj[rest].mean(0, keepdim=True)])
+    model.get_input_embeddings().weight.data.copy_(proj)
+
+
+def stage_train(args: argparse.Namespace, lr: float, init_from: Path | None = None) -> None:
+    """Distil a draft on the cached teacher laws (forward KL on answer tokens), saving to `args.out` after each epoch
+    (the command-line options name the data, the architecture and the schedule)."""
+    work, out, seed, max_len = args.work, args.out, args.seed, args.max_len
+    from transformers import AutoModelForCausalLM
+
+    import rsd.models.trimmed  # noqa: F401  (registers the trimmed-head model class)
 
     torch.manual_seed(seed)
     tok, target = load_target()
-    if init_from is not None:  # continue training a saved draft
-        model = LlamaForCausalLM.from_pretrained(init_from, dtype=torch.float32)
-    else:
-        model = LlamaForCausalLM(draft_config(target.config, width, layers))
-        # PCA of the target's token embedding gives the draft a head start on token similarity.
-        emb = target.get_input_embeddings().weight.detach().float()
-        centred = emb - emb.mean(0)
-        _, _, v = torch.linalg.svd(centred[torch.randperm(len(centred))[:8192]], full_matrices=False)
-        proj = centred @ v[:width].T
-        model.get_input_embeddings().weight.data.copy_(proj / proj.std() * init_scale)
-    del target
-    items = [it for it in load_teacher_items(work) if it["answer"]]
+    items = [it for it in load_teacher_items(work, args.data, args.tokens_dir) if it["answer"]]
     rng = random.Random(seed)
     rng.shuffle(items)
-    n_held = min(64, len(items) // 10)
-    held, train = items[:n_held], items[n_held:]
+    # Acceptance needs the teacher's law: hold out soft items where there are any. On sampled targets the same number
+    # is E_q[p(x)] = sum_x p q, a proxy that rises with acceptance.
+    soft = [i for i, it in enumerate(items) if it["soft"]] or list(range(len(items)))
+    held_idx = set(soft[: min(64, len(soft) // 10)])
+    held = [it for i, it in enumerate(items) if i in held_idx]
+    train = [it for i, it in enumerate(items) if i not in held_idx]
+    if init_from is not None:  # continue training a saved draft
+        model = AutoModelForCausalLM.from_pretrained(init_from, dtype=torch.float32)
+    else:
+        specials = sorted({tok.convert_tokens_to_ids(t) for t in tok.all_special_tokens})
+        head_ids = head_vocabulary(train, args.head_vocab, specials) if args.head_vocab else None
+        model = AutoModelForCausalLM.from_config(draft_config(target.config, args.width, args.layers, head_ids))
+        init_embedding(model, target, head_ids, args.width, args.init_scale)
+    del target
     ntok = sum(len(it["answer"]) for it in train)
+    nsoft = sum(len(it["answer"]) for it in train if it["soft"])
     print(f"draft: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params; {len(train)} sequences, "
-          f"{ntok} answer tokens", flush=True)
+          f"{ntok} answer tokens ({nsoft} with top-{TOPK} teacher laws, the rest with sampled tokens)", flush=True)
+    tokens_per_batch, epochs = args.tokens_per_batch, args.epochs
     steps_per_epoch = max(1, ntok // tokens_per_batch)
     total = epochs * steps_per_epoch
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.95))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / 100) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / total))))
-    step = 0
+    step, t0 = 0, time.time()
     for epoch in range(epochs):
         rng.shuffle(train)
         batches, cur, cur_tok = [], [], 0
@@ -466,14 +540,25 @@ def stage_train(work: Path, width: int, layers: int, epochs: int, lr: float, max
             step += 1
             if step % 50 == 0 and held:
                 acc = acceptance(model, held, max_len, tok.pad_token_id)
-                print(f"epoch {epoch} step {step}/{total} loss {loss.item():.3f} held-out acceptance {acc:.3f}",
-                      flush=True)
-        model.half().save_pretrained(work / "draft")
-        model.float()
-    DRAFT_DIR.mkdir(parents=True, exist_ok=True)
-    model.half().save_pretrained(DRAFT_DIR)
-    tok.save_pretrained(DRAFT_DIR)
-    print(f"saved draft to {DRAFT_DIR}")
+                print(f"epoch {epoch} step {step}/{total} loss {loss.item():.3f} held-out acceptance {acc:.3f} "
+                      f"({(time.time() - t0) / 60:.1f} min)", flush=True)
+        save_draft(model, tok, out)
+    print(f"saved draft to {out}")
+
+
+def save_draft(model, tok, out: Path) -> None:
+    """Write the draft in float16 (atomically: a killed save leaves the previous epoch's draft in place)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    model.half().save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    model.float()
+    if out.exists():
+        for f in tmp.iterdir():
+            f.replace(out / f.name)
+        tmp.rmdir()
+    else:
+        tmp.rename(out)
 
 
 def pack(batch: list[dict], max_len: int, pad_id: int):
@@ -494,26 +579,36 @@ def pack(batch: list[dict], max_len: int, pad_id: int):
 
 
 def draft_answer_logp(model, batch: list[dict], max_len: int, pad_id: int):
-    """Draft log-probs at the positions that predict each answer token, plus the teacher's top-k there.
+    """Draft log-probs at the positions that predict each answer token, plus the teacher's top-k there, in the
+    draft's output space: a trimmed head's N tokens (the teacher's mass outside them is dropped and the rest
+    renormalised, the best any draft with that head can match), else the full vocabulary.
 
-    The output layer (49152 x width) dominates the cost, so it is applied only to the answer positions.
+    The output layer dominates the cost, so it is applied only to the answer positions.
     """
+    trimmed = hasattr(model, "to_trimmed")
     ids, mask, starts = pack(batch, max_len, pad_id)
-    hidden = model.model(input_ids=ids, attention_mask=mask).last_hidden_state
+    hidden = model.model(input_ids=model.to_trimmed(ids) if trimmed else ids, attention_mask=mask).last_hidden_state
     rows, t_idx, t_logp = [], [], []
     for i, it in enumerate(batch):
         n = min(len(it["answer"]), ids.shape[1] - starts[i] + 1)
         rows.append(hidden[i, starts[i] - 1:starts[i] - 1 + n])
         t_idx.append(it["top_idx"][:n].long())
         t_logp.append(it["top_logp"][:n].float())
-    logits = model.lm_head(torch.cat(rows))
-    return torch.log_softmax(logits.float(), -1), torch.cat(t_idx), torch.cat(t_logp)
+    logits, t_idx, t_logp = model.lm_head(torch.cat(rows)), torch.cat(t_idx), torch.cat(t_logp)
+    if trimmed:
+        n_head = logits.shape[-1] - 1  # the last row is the shared input embedding of all other tokens, never drafted
+        logits, t_idx = logits[:, :n_head], model.to_trimmed(t_idx)
+        t_logp = t_logp.masked_fill(t_idx == n_head, float("-inf"))
+        t_idx = t_idx.clamp(max=n_head - 1)
+    return torch.log_softmax(logits.float(), -1), t_idx, t_logp
 
 
 def distill_loss(model, batch: list[dict], max_len: int, pad_id: int) -> torch.Tensor:
+    """Cross-entropy to the teacher's top-k law renormalised (its tail carries little mass at temperature 1)."""
     logp, t_idx, t_logp = draft_answer_logp(model, batch, max_len, pad_id)
-    teacher = torch.softmax(t_logp, -1)  # the top-k renormalised: the tail carries little mass at temperature 1
-    return -(teacher * logp.gather(-1, t_idx)).sum(-1).mean()
+    keep = torch.isfinite(t_logp).any(-1)  # positions whose teacher top-k has no token the head covers teach nothing
+    teacher = torch.softmax(t_logp[keep], -1)
+    return -(teacher * logp[keep].gather(-1, t_idx[keep])).sum(-1).mean()
 
 
 @torch.inference_mode()
@@ -525,14 +620,16 @@ def acceptance(model, items: list[dict], max_len: int, pad_id: int) -> float:
 
 
 @torch.inference_mode()
-def stage_eval(n_per_set: int, max_new: int) -> dict:
-    """Acceptance (T=1) and greedy agreement of the shipped draft on target answers to the built-in prompts."""
+def stage_eval(draft_dir: Path, n_per_set: int, max_new: int) -> dict:
+    """Acceptance (T=1) and greedy agreement of a draft on target answers to the built-in prompts; written to
+    draft_dir/acceptance.json."""
     from transformers import AutoModelForCausalLM
 
+    import rsd.models.trimmed  # noqa: F401  (registers the trimmed-head model class)
     from rsd.data import load_builtin
 
     tok, target = load_target()
-    draft = AutoModelForCausalLM.from_pretrained(DRAFT_DIR, dtype=torch.float32).eval()
+    draft = AutoModelForCausalLM.from_pretrained(draft_dir, dtype=torch.float32).eval()
     stop = tok.convert_tokens_to_ids("<|im_end|>")
     torch.manual_seed(0)
     report = {}
@@ -556,7 +653,7 @@ def stage_eval(n_per_set: int, max_new: int) -> dict:
     report["draft_params"] = sum(p.numel() for p in draft.parameters())
     report["target_params"] = sum(p.numel() for p in target.parameters())
     print(json.dumps(report["all"]), flush=True)
-    (DRAFT_DIR / "acceptance.json").write_text(json.dumps(report, indent=2) + "\n")
+    (draft_dir / "acceptance.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
 
 
@@ -569,12 +666,17 @@ def main() -> None:
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                     help="the target's dtype while it writes teacher data")
     ap.add_argument("--work", type=Path, default=cache_root() / "draft-work")
+    ap.add_argument("--data", choices=["rounds", "teacher"], default="rounds",
+                    help="train on the v2 rounds (rounds/round-*.pt) or the v1 teacher shards (teacher-*.pt)")
+    ap.add_argument("--out", type=Path, default=DRAFT_DIR, help="where `train` saves and `eval` reads the draft")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--questions", type=int, default=2048)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--width", type=int, default=128)
+    ap.add_argument("--width", type=int, default=256)
     ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--epochs", type=int, default=6)
+    ap.add_argument("--head-vocab", type=int, default=16384,
+                    help="tokens the draft's output head covers (the most frequent answer tokens; 0: all)")
+    ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--max-len", type=int, default=384)
     ap.add_argument("--tokens-per-batch", type=int, default=4096)
@@ -597,15 +699,12 @@ def main() -> None:
     if args.stage == "rescore":
         stage_rescore(args.work, args.tokens_dir, getattr(torch, args.dtype), args.batch)
     if args.stage == "train":
-        stage_train(args.work, args.width, args.layers, args.epochs, args.lr, args.max_len, args.tokens_per_batch,
-                    args.seed, args.init_scale, args.init_from)
-    if args.stage == "all":  # the two rounds the shipped draft went through
-        stage_train(args.work, args.width, args.layers, args.epochs, args.lr, args.max_len, args.tokens_per_batch,
-                    args.seed, args.init_scale)
-        stage_train(args.work, args.width, args.layers, args.epochs, args.lr / 2, args.max_len,
-                    args.tokens_per_batch, args.seed, init_from=DRAFT_DIR)
+        stage_train(args, args.lr, args.init_from)
+    if args.stage == "all":  # the two passes the v1 draft went through (v1: --data teacher --head-vocab 0)
+        stage_train(args, args.lr)
+        stage_train(args, args.lr / 2, init_from=args.out)
     if args.stage in ("eval", "all"):
-        stage_eval(args.eval_prompts, args.eval_max_new)
+        stage_eval(args.out, args.eval_prompts, args.eval_max_new)
 
 
 if __name__ == "__main__":

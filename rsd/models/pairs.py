@@ -15,15 +15,17 @@ import torch
 
 from rsd.errors import ConfigError
 from rsd.models.adapter import CausalLM
+from rsd.models.dial import MixtureLM
 from rsd.models.embedded import (
-    DRAFT_DIR,
     EMBEDDED,
+    SHIPPED_DRAFTS,
     ModelUnavailableError,
     cache_root,
     gguf_path,
 )
 from rsd.models.spec import looks_like_local_path
 from rsd.models.tiny import CONTEXT_LENGTH, tiny_pair
+from rsd.models.trimmed import output_width
 
 
 class TokenizerMismatchError(ConfigError):
@@ -168,8 +170,9 @@ def model_status(spec: str, tokenizer_only: bool = False) -> tuple[bool, str]:
         return True, "built from a config (no files)"
     if spec.startswith("embedded:"):
         name = spec.split(":", 1)[1]
-        if name == "smollm2-draft":
-            return (DRAFT_DIR / "config.json").is_file(), f"shipped in {DRAFT_DIR}"
+        if name in SHIPPED_DRAFTS:
+            path = SHIPPED_DRAFTS[name]
+            return (path / "config.json").is_file(), f"shipped in {path}"
         if name == "smollm2-135m-instruct":
             converted = cache_root() / "smollm2-135m-instruct"
             if (converted / "model.safetensors").is_file():
@@ -314,8 +317,8 @@ def load_pair(cfg: Mapping[str, Any], need_draft: bool = True) -> ModelPair:
         tok = ByteTokenizer()
         if target.config.vocab_size < len(tok):
             raise ConfigError(f"tiny pairs need tiny.vocab_size >= {len(tok)} for the byte tokenizer")
-        return ModelPair(cfg["name"], CausalLM(target), CausalLM(draft) if need_draft else None, tok, False,
-                         [tok.eos_token_id], target.config.vocab_size)
+        return ModelPair(cfg["name"], CausalLM(target), draft_lm(draft, target, cfg) if need_draft else None, tok,
+                         False, [tok.eos_token_id], target.config.vocab_size)
     tok = _load_tokenizer(cfg.get("tokenizer") or cfg["target"])
     draft_model = None
     if need_draft:
@@ -325,15 +328,23 @@ def load_pair(cfg: Mapping[str, Any], need_draft: bool = True) -> ModelPair:
     target_model = load_model(cfg["target"], cfg)
     if need_draft:
         draft_model = load_model(cfg["draft"], cfg)
-    widths = [target_model.get_output_embeddings().weight.shape[0]]
+    widths = [output_width(target_model)]
     if draft_model is not None:
-        widths.append(draft_model.get_output_embeddings().weight.shape[0])
+        widths.append(output_width(draft_model))
     vocab = min(widths)
     if vocab < len(tok):
         raise TokenizerMismatchError(f"a model's output layer ({vocab} rows) is narrower than the tokenizer "
                                      f"({len(tok)} tokens)")
-    return ModelPair(cfg["name"], CausalLM(target_model), CausalLM(draft_model) if draft_model is not None else None,
-                     tok, bool(cfg.get("chat", False)), eos_ids(tok, target_model), vocab)
+    return ModelPair(cfg["name"], CausalLM(target_model),
+                     draft_lm(draft_model, target_model, cfg) if draft_model is not None else None, tok,
+                     bool(cfg.get("chat", False)), eos_ids(tok, target_model), vocab)
+
+
+def draft_lm(draft_model: Any, target_model: Any, cfg: Mapping[str, Any]) -> CausalLM | MixtureLM:
+    """The pair's draft with its own KV cache; with `mix` set, the acceptance dial's mixture with the target."""
+    if cfg.get("mix") is None:
+        return CausalLM(draft_model)
+    return MixtureLM(CausalLM(draft_model), CausalLM(target_model), float(cfg["mix"]))
 
 
 
