@@ -213,7 +213,7 @@ class Engine:
 
     def __init__(self, target: CausalLM, draft: CausalLM | None, drafter: Drafter, params: SamplingParams,
                  eos_token_ids: list[int], vocab_size: int) -> None:
-        if drafter.draft_length > 0 and draft is None:
+        if drafter.uses_draft_model and draft is None:
             raise ValueError(f"drafter {drafter.name!r} needs a draft model, but the model pair has none")
         self.target, self.draft, self.drafter = target, draft, drafter
         self.params = params
@@ -277,7 +277,7 @@ class Engine:
         start = self.clock.start()
         self.target.forward(tokens, positions, None, last=1)
         self.clock.stop(start, out, "time_target_s")
-        if self.draft is not None and self.drafter.draft_length > 0:
+        if self.draft is not None and self.drafter.uses_draft_model:
             start = self.clock.start()
             self.draft.forward(tokens, positions, None, last=1)
             self.clock.stop(start, out, "time_draft_s")

@@ -309,7 +309,7 @@ def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, 
         return done_summary
     drafter = plan.make_drafter()
     params = SamplingParams(cfg["sampling"]["temperature"], cfg["sampling"]["top_k"], cfg["sampling"]["top_p"])
-    engine = Engine(pair.target, pair.draft if drafter.draft_length else None, drafter, params, pair.eos_token_ids,
+    engine = Engine(pair.target, pair.draft if drafter.uses_draft_model else None, drafter, params, pair.eos_token_ids,
                     pair.vocab_size)
     write_json_atomic(plan.run_dir / "run.json", {
         "config": plan.identity, "method": plan.method, "shape": plan.shape, "seed": cfg["seed"],
@@ -406,7 +406,7 @@ def run(cfg: DictConfig | Mapping) -> list[dict]:
         return finished
     if conf.get("num_threads"):
         torch.set_num_threads(conf["num_threads"])
-    need_draft = any(p.make_drafter().draft_length > 0 for p in plans)
+    need_draft = any(p.make_drafter().uses_draft_model for p in plans)
     pair_cfg = conf["model_pair"]
     # Prompt lengths need only the tokenizer and the model configs: checked before any weights load.
     prompts, truncated = prepare_prompts(examples + tuning, load_pair_tokenizer(pair_cfg),

@@ -7,7 +7,7 @@ from rsd.certify import MC_SAMPLING, certify, compose_drafters, engine_exact_che
 from rsd.drafters import RSDC, TV
 from rsd.sampling import SamplingParams
 
-BUILTIN = ["ar", "sd", "bv", "specinfer", "spectr", "rsd_c", "tv", "rsd_s"]
+BUILTIN = ["ar", "sd", "bv", "specinfer", "spectr", "rsd_c", "tv", "rsd_s", "pld"]
 
 
 def check_certificate(name, sampling, *overrides, samples=2000):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import torch
@@ -19,11 +19,14 @@ class DraftContext(Protocol):
 
     `probs(tree, nodes)` returns p(.|node) [len(nodes), V] for each node in one draft forward and records it in
     `tree.draft_probs`: the root first, then level by level. `draws` is the only randomness a drafter may use.
-    `max_depth` is the deepest level the drafter may draft this step.
+    `max_depth` is the deepest level the drafter may draft this step. `committed` is the prompt and the text so far
+    (the tree's root is its last token); `vocab_size` the width of every law.
     """
 
     draws: Draws
     max_depth: int
+    committed: Sequence[int]
+    vocab_size: int
 
     def probs(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor: ...
 
@@ -58,6 +61,11 @@ class Drafter(ABC):
     @abstractmethod
     def max_tree_size(self) -> int:
         """B: the most drafted (non-root) nodes the target verifies in one call."""
+
+    @property
+    def uses_draft_model(self) -> bool:
+        """Whether `build` calls ctx.probs (a draft model forward); a model-free drafter (PLD) says False."""
+        return self.draft_length > 0
 
     @abstractmethod
     def build(self, tree: DraftTree, ctx: DraftContext) -> None:
