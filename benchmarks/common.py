@@ -40,8 +40,10 @@ SHAPES: dict[str, Callable[[], Drafter]] = {
 PAIRS = {
     "tiny": {"name": "tiny_llama", "target": "tiny:llama", "draft": "tiny:llama",
              "tiny": {"vocab_size": 258, "seed": 0, "init_std": 0.02}},
-    "embedded": {"name": "smollm2", "target": "embedded:smollm2-135m-instruct", "draft": "embedded:smollm2-draft",
+    "embedded": {"name": "smollm2", "target": "embedded:smollm2-135m-instruct", "draft": "embedded:smollm2-draft-v2",
                  "chat": True},
+    "embedded-v1": {"name": "smollm2_v1", "target": "embedded:smollm2-135m-instruct",
+                    "draft": "embedded:smollm2-draft", "chat": True},
 }
 
 

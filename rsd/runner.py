@@ -31,6 +31,7 @@ from rsd.engine import Engine
 from rsd.errors import ConfigError
 from rsd.logger import make_logger
 from rsd.metrics import corpus_score, summarize_records, task_score
+from rsd.models.hardware import cpu_flags, resolve_dtype
 from rsd.models.pairs import (
     ModelPair,
     encode_prompt,
@@ -98,7 +99,13 @@ def drafter_class(target: str) -> type[Drafter]:
 
 
 def to_dict(cfg: DictConfig | Mapping) -> dict:
-    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    """The resolved config as plain data, with `model_pair.dtype: auto` made concrete for this machine (so the dtype
+    a run used is part of its identity: a bf16 run and a float32 run never share a directory)."""
+    conf = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    pair = conf.get("model_pair")
+    if isinstance(pair, dict) and pair.get("dtype") == "auto":
+        conf["model_pair"] = {**pair, "dtype": resolve_dtype("auto", str(pair.get("device") or "auto"))}
+    return conf
 
 
 def run_inputs(cfg: Mapping[str, Any], examples: list[Example]) -> dict:
@@ -192,7 +199,7 @@ def environment() -> dict:
     return {
         "python": sys.version.split()[0], "torch": torch.__version__, "transformers": transformers.__version__,
         "rsd_git_sha": sha, "platform": platform.platform(), "processor": platform.processor(),
-        "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(), "cpu_flags": list(cpu_flags()), "torch_threads": torch.get_num_threads(),
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         **(_cuda_environment() if torch.cuda.is_available() else {}),
     }

@@ -120,9 +120,9 @@ def _check_model_pair(m: Mapping[str, Any]) -> None:
             raise ConfigError(f"model_pair.{key}={spec!r} is a local path that does not exist (relative paths start "
                               f"in {Path.cwd()}): fix the path, or give a hub id such as facebook/opt-125m")
     dtype = m.get("dtype")
-    if dtype is not None and dtype not in DTYPES:
+    if dtype is not None and dtype != "auto" and dtype not in DTYPES:
         raise ConfigError(f"model_pair.dtype={dtype!r} is not a dtype rsd loads models in; use "
-                          f"{', '.join(DTYPES)} (float16/bfloat16 on GPUs)")
+                          f"{', '.join(DTYPES)} (float16/bfloat16 on GPUs), or auto (bfloat16 where this machine runs it fast)")
     _check_device(m.get("device"))
 
 
