@@ -122,7 +122,8 @@ def _check_model_pair(m: Mapping[str, Any]) -> None:
     dtype = m.get("dtype")
     if dtype is not None and dtype != "auto" and dtype not in DTYPES:
         raise ConfigError(f"model_pair.dtype={dtype!r} is not a dtype rsd loads models in; use "
-                          f"{', '.join(DTYPES)} (float16/bfloat16 on GPUs), or auto (bfloat16 where this machine runs it fast)")
+                          f"{', '.join(DTYPES)} (float16/bfloat16 on GPUs), or auto (bfloat16 where this machine "
+                          "runs it fast)")
     _check_device(m.get("device"))
 
 
