@@ -97,14 +97,23 @@ _FULL = 1e-15  # H holding all but this much draft mass: every candidate is in H
 
 
 def _prepare(p: torch.Tensor, q: torch.Tensor, k: int, tau: float):
-    """Sorted, grouped laws over the prefixes that can beat the empty set (Q < P^k, the i.i.d. bound on P):
-    (group p mass, group q mass, group sizes), or None if no prefix can."""
+    """Sorted, grouped laws over the prefixes that can hold the minimum, and a cheap upper bound on it.
+
+    Without replacement, P(C in H) lies between prod_j (p(H) - M_j) / (1 - M_j) (M_j: the j largest draft masses;
+    each draw removes at most that much) and p(H)^k (the i.i.d. value). The lower one gives an attained bound U;
+    only prefixes whose i.i.d. value Q + 1 - P^k is <= U can hold the minimum. Returns (group p mass, group q mass,
+    group sizes, U), the groups covering the tokens up to the last such prefix, or None if the empty set is optimal.
+    """
     p, q = _normalised(p), _normalised(q)
     order = ratio_order(p, q)
     order = order[p[order] > 0]  # a token without draft mass only adds q(H)
     ps, qs = p[order], q[order]
-    useful = (qs.cumsum(0) < ps.cumsum(0).clamp(max=1.0) ** k).nonzero()
-    if useful.numel() == 0:
+    cum_p, cum_q = ps.cumsum(0).clamp(max=1.0), qs.cumsum(0)
+    top = torch.cat([ps.new_zeros(1), ps.sort(descending=True).values[: k - 1].cumsum(0)])
+    draws = ((cum_p[:, None] - top[None, :]) / (1 - top[None, :]).clamp_min(1e-300)).clamp(0, 1)
+    bound = min(1.0, float((cum_q + 1 - draws.prod(1)).min()))
+    useful = (cum_q + 1 - cum_p**k <= bound + 1e-12).nonzero()
+    if useful.numel() == 0 or bound >= 1.0 and float((cum_q + 1 - cum_p**k).min()) >= 1.0:
         return None
     last = int(useful.max()) + 1
     ps, qs = ps[:last], qs[:last]
@@ -113,7 +122,7 @@ def _prepare(p: torch.Tensor, q: torch.Tensor, k: int, tau: float):
     mass = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, gid, ps)
     gq = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, gid, qs)
     size = torch.zeros(n_groups, dtype=torch.long).index_add_(0, gid, torch.ones_like(gid))
-    return mass, gq, size
+    return mass, gq, size, bound
 
 
 def wor_optimum(p: torch.Tensor, q: torch.Tensor, k: int, tau: float = 1 / 1024, step: float = 0.25) -> float:
@@ -122,10 +131,10 @@ def wor_optimum(p: torch.Tensor, q: torch.Tensor, k: int, tau: float = 1 / 1024,
     prepared = _prepare(p, q, k, tau)
     if prepared is None:
         return 1.0
-    mass, gq, _ = prepared
+    mass, gq, _, bound = prepared
     cum_q = torch.cat([gq.new_zeros(1), gq.cumsum(0)])
     merged = _all_in_h(mass, torch.zeros(len(mass), dtype=torch.bool), torch.arange(len(mass) + 1), k, step)
-    return min(1.0, float((cum_q + 1 - merged).min()))
+    return min(bound, float((cum_q + 1 - merged).min()))
 
 
 def wor_optimum_bounds(p: torch.Tensor, q: torch.Tensor, k: int, tau: float = 1 / 1024, step: float = 0.25
@@ -142,13 +151,13 @@ def wor_optimum_bounds(p: torch.Tensor, q: torch.Tensor, k: int, tau: float = 1 
     prepared = _prepare(p, q, k, tau)
     if prepared is None:
         return 1.0, 1.0, 0.0
-    mass, gq, size = prepared
+    mass, gq, size, bound = prepared
     cum_q = torch.cat([gq.new_zeros(1), gq.cumsum(0)])
     one = torch.zeros(len(mass), dtype=torch.bool)
     groups, tokens = torch.arange(len(mass) + 1), torch.cat([size.new_zeros(1), size.cumsum(0)])
     merged, merged_fine = (_all_in_h(mass, one, groups, k, h) for h in (step, step / 2))
     split, split_fine = (_all_in_h(mass, size > 1, tokens, k, h) for h in (step, step / 2))
-    upper = float((cum_q + 1 - merged).min())
+    upper = min(bound, float((cum_q + 1 - merged).min()))
     within = torch.where(size > 1, cum_q[:-1] + 1 - split[1:], math.inf)  # a prefix inside a group: its start's Q
     lower = max(float(torch.minimum((cum_q + 1 - split).min(), within.min())), iid_optimum(p, q, k))
     err = float(torch.maximum((merged - merged_fine).abs().max(), (split - split_fine).abs().max()))
