@@ -7,6 +7,7 @@ accepted path, and both KV caches are compacted to the accepted path by gather. 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -16,6 +17,7 @@ from rsd.coins import Coins, Draws, RandomCoins, RandomDraws
 from rsd.drafters.base import Drafter
 from rsd.errors import RsdError
 from rsd.models.adapter import CausalLM
+from rsd.optimum import root_optimum
 from rsd.sampling import SamplingParams, probs_from_logits
 from rsd.tree import DraftTree
 from rsd.verify import verifier_for
@@ -45,6 +47,10 @@ class Generation:
     def decode_tokens(self) -> int:
         return len(self.new_token_ids) - self.first_step_tokens
     expected_emitted: list[float] = field(default_factory=list)  # per step, exact (docs/algorithms.md#expected-yield)
+    # per step: alpha* at the root and the verifier's exact root acceptance (docs/algorithms.md#optimum); None when
+    # the step drafted no root candidate
+    root_optimum: list[float | None] = field(default_factory=list)
+    root_acceptance: list[float | None] = field(default_factory=list)
 
     @property
     def time_other_s(self) -> float:
@@ -244,6 +250,7 @@ class Engine:
             stop = False
             paused = self.clock.now()  # the exact expectation is bookkeeping, not decoding: kept out of wall_s
             out.expected_emitted.append(self.verifier.expected_yield(step.tree, step.q, self.eos))
+            self._record_root(step, out)
             t0 += self.clock.now() - paused
             for token in step.emitted[: max_new_tokens - len(out.new_token_ids)]:
                 out.new_token_ids.append(token)
@@ -259,6 +266,20 @@ class Engine:
         out.wall_s = self.clock.now() - t0
         self.clock.settle(out)
         return out
+
+    def _record_root(self, step: Step, out: Generation) -> None:
+        """Append the step's root optimum and root acceptance (None for both without root candidates)."""
+        k = len(step.tree.candidates.get(0, []))
+        if k == 0:
+            out.root_optimum.append(None)
+            out.root_acceptance.append(None)
+            return
+        scheme = getattr(self.drafter, "candidate_scheme", None)
+        optimum = root_optimum(step.tree.draft_probs[0], step.q[0], k, scheme)
+        accept = getattr(self.verifier, "root_acceptance", None)
+        acceptance = accept(step.tree, step.q) if accept is not None else math.nan
+        out.root_optimum.append(optimum if math.isfinite(optimum) else None)
+        out.root_acceptance.append(acceptance if math.isfinite(acceptance) else None)
 
     def warm_up(self, prompt_ids: list[int], new_tokens: int = 8) -> None:
         """One short untimed generation (allocator, kernels, lazy init) with a private generator: it consumes none

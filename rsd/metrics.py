@@ -64,6 +64,18 @@ def corpus_score(task: str | None, predictions: list[str], references: list[str 
     return sum(scores) / len(scores)
 
 
+def root_optimum_summary(records: list[Mapping]) -> dict:
+    """Means over steps of the root optimum and the root acceptance, and their ratio (docs/algorithms.md#optimum),
+    over the steps that recorded both; None where no step did (older records, AR, a verifier without it)."""
+    pairs = [(o, a) for r in records for o, a in zip(r.get("root_optimum") or [], r.get("root_acceptance") or [])
+             if o is not None and a is not None]
+    if not pairs:
+        return {"root_optimum": None, "root_acceptance": None, "fraction_of_optimum": None}
+    optimum, accepted = sum(o for o, _ in pairs), sum(a for _, a in pairs)
+    return {"root_optimum": optimum / len(pairs), "root_acceptance": accepted / len(pairs),
+            "fraction_of_optimum": accepted / optimum if optimum > 0 else None}
+
+
 def summarize_records(records: list[Mapping], draft_params: int, target_params: int) -> dict:
     """Run-level metrics from per-prompt records: ratios of sums (each generated token weighs the same)."""
     tokens = sum(r["new_tokens"] for r in records)
@@ -77,6 +89,7 @@ def summarize_records(records: list[Mapping], draft_params: int, target_params: 
                 if all("expected_emitted" in r for r in records) else float("nan"))
     depth = max([r.get("draft_length", 0) for r in records] + [0])
     return {
+        **root_optimum_summary(records),
         "prompts": len(records),
         "new_tokens": tokens,
         "target_calls": calls,

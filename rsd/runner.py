@@ -286,6 +286,7 @@ def decode_prompt(engine: Engine, pair: ModelPair, ex: Example, ids: list[int], 
         "decode_token_rate": out.decode_tokens / out.decode_s if out.decode_s > 0 else None,
         **({"peak_gpu_memory_gb": torch.cuda.max_memory_allocated() / 2**30} if cuda else {}),
         "expected_emitted": out.expected_emitted,
+        "root_optimum": out.root_optimum, "root_acceptance": out.root_acceptance,
     }
 
 

@@ -3,7 +3,9 @@
 All randomness of a verifier goes through a `Coins` object, so the same code runs in the engine (`RandomCoins`:
 the prompt's torch.Generator) and in the exact-enumeration oracle (rsd.oracles: coins that enumerate every outcome
 with its probability). A verifier returns the accepted node indices (root excluded) and the emitted tokens, and
-gives the exact expected number of emitted tokens of a step (§10) without drawing anything.
+gives the exact expected number of emitted tokens of a step (§10) without drawing anything. The built-in verifiers
+also give `root_acceptance(tree, q)`: the exact probability that the first emitted token is a root candidate
+(docs/algorithms.md#optimum); a verifier without it records nan.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class CallableVerifier:
         return self.fn(tree, q, coins, eos)
 
     def expected_yield(self, tree: "DraftTree", q: torch.Tensor, eos: frozenset[int]) -> float:
+        return float("nan")
+
+    def root_acceptance(self, tree: "DraftTree", q: torch.Tensor) -> float:
         return float("nan")
 
 

@@ -7,6 +7,8 @@ the first failure), followed by Y ~ q_L (tau = L) or Y ~ norm((a_tau q_tau - p_t
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from rsd.coins import Coins
@@ -92,6 +94,12 @@ class Block:
             if i > 0:
                 later_fail *= 1.0 - h[i]
         return total
+
+    def root_acceptance(self, tree: DraftTree, q: torch.Tensor) -> float:
+        """Exact P(tau >= 1) = 1 - prod_i (1 - h_i): the first emitted token is the drafted X_1."""
+        nodes = chain_nodes(tree)
+        _, h = self.weights(tree, q, nodes)
+        return 1.0 - math.prod(1.0 - x for x in h[1:])
 
 
 VERIFIER = Block

@@ -122,5 +122,14 @@ class Traversal:
             state.reject(a)
         return total
 
+    def root_acceptance(self, tree: DraftTree, q: torch.Tensor) -> float:
+        """Exact P(the accepted path is not empty) = 1 - prod_k (1 - w_k) over the attempts before the root's."""
+        state = self.state_cls(tree, q)
+        survive = 1.0
+        while survive > 0 and (a := state.first_leaf()) != 0:
+            survive *= 1.0 - state.w[a]
+            state.reject(a)
+        return 1.0 - survive
+
 
 VERIFIER = Traversal

@@ -53,5 +53,14 @@ class Walk:
 
         return from_node(0)
 
+    def root_acceptance(self, tree: DraftTree, q: torch.Tensor) -> float:
+        """Exact P(some root candidate is accepted) = 1 - prod_j (1 - a_j) over the root rule's NodeLaw."""
+        cands = tree.candidates.get(0, [])
+        if not cands:
+            return 0.0
+        tokens = torch.tensor([tree.tokens[c] for c in cands], device=q.device)
+        law = get_rule(tree.rule)(q[0], tree.draft_probs[0].to(q.device), tokens)
+        return 1.0 - float((1 - law.accept_probs().double()).prod())
+
 
 VERIFIER = Walk

@@ -1,0 +1,174 @@
+"""The optimum at a node (docs/algorithms.md#optimum): the largest probability that any lossless verifier accepts
+one of a node's K candidates, for candidates drawn from the draft law p by a known scheme, against the target law q.
+
+    alpha* = min over token sets H of [ q(H) + 1 - P(all K candidates in H) ]
+
+The minimum is taken over the prefixes of the tokens sorted by p/q descending (q = 0 < p first). For 'single' and
+'iid' candidates, P = p(H)^K and the prefix minimum is exact (one sort, two cumulative sums). For
+'without_replacement' (Gumbel-top-K) candidates, P comes from the exponential race and is bracketed: see
+`wor_optimum_bounds`. Pure functions of tensors; everything is computed in float64.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+SCHEMES = ("single", "iid", "without_replacement")
+
+
+def _normalised(dist: torch.Tensor) -> torch.Tensor:
+    """A float64 CPU copy summing to 1 (a float32 law sums to 1 only to about 1e-6)."""
+    dist = dist.detach().to("cpu", torch.float64)
+    return dist / dist.sum()
+
+
+def ratio_order(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Token indices by p/q descending: q = 0 < p first, tokens without draft mass last."""
+    key = torch.where(q > 0, p / q.clamp_min(1e-300), torch.where(p > 0, math.inf, -1.0))
+    return key.argsort(descending=True, stable=True)
+
+
+def iid_optimum(p: torch.Tensor, q: torch.Tensor, k: int) -> float:
+    """alpha* for k candidates drawn i.i.d. from p: min over sorted prefixes of Q + 1 - P^k (k = 1: 1 - TV(p, q))."""
+    p, q = _normalised(p), _normalised(q)
+    order = ratio_order(p, q)
+    cum_p = p[order].cumsum(0).clamp(max=1.0)
+    cum_q = q[order].cumsum(0)
+    return float(min(1.0, float((cum_q + 1 - cum_p**k).min())))
+
+
+def _groups(ps: torch.Tensor, qs: torch.Tensor, tau: float) -> torch.Tensor:
+    """Group ids of the sorted tokens: runs that stay inside one tau-cell of both cumulative masses; a token with p or
+    q mass >= tau is a group of its own."""
+    big = (ps >= tau) | (qs >= tau)
+    cell = (ps.cumsum(0) / tau).floor() * (qs.numel() + 1) + (qs.cumsum(0) / tau).floor()
+    start = torch.ones_like(big)
+    start[1:] = (cell[1:] != cell[:-1]) | big[1:] | big[:-1]
+    return start.long().cumsum(0) - 1
+
+
+def _race_probs(mass: torch.Tensor, poisson: torch.Tensor, k: int, t: torch.Tensor) -> torch.Tensor:
+    """log P[N_b(t) = j] for j < k [k, T, G+1]: N_b(t) counts arrivals by time t of the first b groups, a group
+    arriving once (Bernoulli(1 - exp(-m t))) or, where `poisson`, as a Poisson(m t) count."""
+    tm = t[:, None] * mass[None, :]  # [T, G]
+    bern = ~poisson
+    # log(exp(x) - 1), stably for small and large x
+    log_r = torch.where(tm > 1, tm + torch.log1p(-torch.exp(-tm)), torch.log(torch.expm1(tm).clamp_min(1e-300)))
+    log_r = torch.where(bern[None, :] & (tm > 0), log_r, -math.inf)
+    zero_col = torch.zeros(t.numel(), 1, dtype=t.dtype)
+    elem = [torch.zeros(t.numel(), mass.numel() + 1, dtype=t.dtype)]  # log e_j over the prefix's Bernoulli groups
+    for _ in range(1, k):
+        terms = log_r + elem[-1][:, :-1]
+        elem.append(torch.cat([torch.full_like(zero_col, -math.inf), torch.logcumsumexp(terms, 1)], 1))
+    s_t = torch.cat([zero_col, tm.cumsum(1)], 1)
+    if not bool(poisson.any()):
+        return torch.stack(elem) - s_t
+    mu_t = torch.cat([zero_col, (tm * poisson[None, :]).cumsum(1)], 1)  # Poisson rate x t of the prefix
+    log_mu_t = torch.log(mu_t.clamp_min(1e-300))
+    out = []
+    for j in range(k):
+        parts = torch.stack([elem[i] + (j - i) * log_mu_t - math.lgamma(j - i + 1) for i in range(j + 1)])
+        parts[:-1] = torch.where(mu_t > 0, parts[:-1], -math.inf)  # 0^0 = 1 only for i = j
+        out.append(torch.logsumexp(parts, 0) - s_t)
+    return torch.stack(out)
+
+
+def _all_in_h(mass: torch.Tensor, poisson: torch.Tensor, count: torch.Tensor, k: int, step: float) -> torch.Tensor:
+    """P(all k candidates in H_b) for each group prefix b = 0..G by the exponential race (`_race_probs`): the
+    integral of lam e^{-lam t} P[N_b(t) >= k] dt with lam = 1 - p(H_b), by the trapezoid rule in log t with step
+    `step` (exponentially convergent for this analytic integrand). The grid spans t from 1e-4 (below it the integrand
+    is < t^(k+1) / k!) to 60 / (the smallest positive lam)."""
+    cum = torch.cat([mass.new_zeros(1), mass.cumsum(0)])
+    lam = (1 - cum).clamp_min(0)
+    positive = lam[lam > _FULL]
+    t_lo, t_hi = 1e-4, 60.0 / float(positive.min()) if positive.numel() else 1.0
+    n = int(math.ceil(math.log(max(t_hi / t_lo, 1.0)) / step)) + 1
+    t = torch.exp(math.log(t_lo) + step * torch.arange(n, dtype=torch.float64))
+    below = _race_probs(mass, poisson, k, t).exp().sum(0)  # P[N_b(t) < k], [T, G+1]
+    integrand = lam[None, :] * t[:, None] * torch.exp(-lam[None, :] * t[:, None]) * (1 - below).clamp(0, 1)
+    value = step * (integrand.sum(0) - 0.5 * (integrand[0] + integrand[-1]))
+    value = torch.where((lam <= _FULL) & (count >= k), 1.0, value.clamp(0, 1))
+    return torch.where(count < k, 0.0, value)
+
+
+_FULL = 1e-15  # H holding all but this much draft mass: every candidate is in H once H has k tokens
+
+
+def _prepare(p: torch.Tensor, q: torch.Tensor, k: int, tau: float):
+    """Sorted, grouped laws over the prefixes that can hold the minimum, and a cheap upper bound on it.
+
+    Without replacement, P(C in H) lies between prod_j (p(H) - M_j) / (1 - M_j) (M_j: the j largest draft masses;
+    each draw removes at most that much) and p(H)^k (the i.i.d. value). The lower one gives an attained bound U;
+    only prefixes whose i.i.d. value Q + 1 - P^k is <= U can hold the minimum. Returns (group p mass, group q mass,
+    group sizes, U), the groups covering the tokens up to the last such prefix, or None if the empty set is optimal.
+    """
+    p, q = _normalised(p), _normalised(q)
+    order = ratio_order(p, q)
+    order = order[p[order] > 0]  # a token without draft mass only adds q(H)
+    ps, qs = p[order], q[order]
+    cum_p, cum_q = ps.cumsum(0).clamp(max=1.0), qs.cumsum(0)
+    top = torch.cat([ps.new_zeros(1), ps.sort(descending=True).values[: k - 1].cumsum(0)])
+    draws = ((cum_p[:, None] - top[None, :]) / (1 - top[None, :]).clamp_min(1e-300)).clamp(0, 1)
+    bound = min(1.0, float((cum_q + 1 - draws.prod(1)).min()))
+    useful = (cum_q + 1 - cum_p**k <= bound + 1e-12).nonzero()
+    if useful.numel() == 0 or bound >= 1.0 and float((cum_q + 1 - cum_p**k).min()) >= 1.0:
+        return None
+    last = int(useful.max()) + 1
+    ps, qs = ps[:last], qs[:last]
+    gid = _groups(ps, qs, tau)
+    n_groups = int(gid[-1]) + 1
+    mass = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, gid, ps)
+    gq = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, gid, qs)
+    size = torch.zeros(n_groups, dtype=torch.long).index_add_(0, gid, torch.ones_like(gid))
+    return mass, gq, size, bound
+
+
+def wor_optimum(p: torch.Tensor, q: torch.Tensor, k: int, tau: float = 1 / 1024, step: float = 0.25) -> float:
+    """The upper end of `wor_optimum_bounds`: a valid bound on what any lossless verifier reaches, and the exact prefix
+    optimum when no two tokens are pooled."""
+    prepared = _prepare(p, q, k, tau)
+    if prepared is None:
+        return 1.0
+    mass, gq, _, bound = prepared
+    cum_q = torch.cat([gq.new_zeros(1), gq.cumsum(0)])
+    merged = _all_in_h(mass, torch.zeros(len(mass), dtype=torch.bool), torch.arange(len(mass) + 1), k, step)
+    return min(bound, float((cum_q + 1 - merged).min()))
+
+
+def wor_optimum_bounds(p: torch.Tensor, q: torch.Tensor, k: int, tau: float = 1 / 1024, step: float = 0.25
+                       ) -> tuple[float, float, float]:
+    """(lower, upper, quadrature error estimate) of the minimum over sorted prefixes, k candidates drawn without
+    replacement from p.
+
+    The sorted tokens are cut into groups (`_groups`): a token of mass >= tau alone, smaller ones pooled. Merging a
+    group into one token can only delay arrivals, and splitting it into a Poisson process can only hasten them, so
+    `upper` (groups merged, evaluated at group boundaries) and `lower` (groups as Poisson counts, each group's
+    prefixes bounded by its first Q and last P; never below the i.i.d. optimum) bracket the minimum. With no two
+    tokens pooled they coincide. The error estimate is |I(step) - I(step / 2)| at its largest.
+    """
+    prepared = _prepare(p, q, k, tau)
+    if prepared is None:
+        return 1.0, 1.0, 0.0
+    mass, gq, size, bound = prepared
+    cum_q = torch.cat([gq.new_zeros(1), gq.cumsum(0)])
+    one = torch.zeros(len(mass), dtype=torch.bool)
+    groups, tokens = torch.arange(len(mass) + 1), torch.cat([size.new_zeros(1), size.cumsum(0)])
+    merged, merged_fine = (_all_in_h(mass, one, groups, k, h) for h in (step, step / 2))
+    split, split_fine = (_all_in_h(mass, size > 1, tokens, k, h) for h in (step, step / 2))
+    upper = min(bound, float((cum_q + 1 - merged).min()))
+    within = torch.where(size > 1, cum_q[:-1] + 1 - split[1:], math.inf)  # a prefix inside a group: its start's Q
+    lower = max(float(torch.minimum((cum_q + 1 - split).min(), within.min())), iid_optimum(p, q, k))
+    err = float(torch.maximum((merged - merged_fine).abs().max(), (split - split_fine).abs().max()))
+    return min(lower, 1.0), min(upper, 1.0), err
+
+
+def root_optimum(p: torch.Tensor, q: torch.Tensor, k: int, scheme: str | None) -> float:
+    """alpha* at a node with k candidates drawn from p by `scheme` ('single', 'iid', 'without_replacement'); the
+    upper end of the bracket for without-replacement draws; nan for an unknown scheme or no candidates."""
+    if scheme not in SCHEMES or k < 1:
+        return math.nan
+    if scheme == "without_replacement" and k > 1:
+        return wor_optimum(p, q, k)
+    return iid_optimum(p, q, k)
