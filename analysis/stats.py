@@ -194,17 +194,18 @@ def pooled_best(best: pd.DataFrame, prompts: pd.DataFrame) -> pd.DataFrame:
     by_run = prompts.set_index("run_dir")
     rows = []
     drafted = best[best["budget"].notna()]
-    pooled_keys = [k for k in SETTING if k != "dataset"]
+    pooled_keys = [k for k in SETTING if k not in ("dataset", "prompt_set")]
     for keys, point in drafted.groupby([*pooled_keys, "budget", "x"], sort=True, dropna=False):
         datasets = sorted(set(point["dataset"]))
         if len(datasets) < 2:
             continue
         for method, cells in point.groupby("method", sort=False):
-            if sorted(cells["dataset"]) != datasets:
+            if sorted(cells["dataset"]) != datasets:  # one cell per dataset (two prompt sets of one are not pooled)
                 continue
             dirs = [d for ds in cells["run_dirs"] for d in ds]
             values = by_run.loc[dirs]
             rows.append({**dict(zip([*pooled_keys, "budget", "x"], keys)), "dataset": pooled_label(datasets),
+                         "prompt_set": " + ".join(cells.sort_values("dataset")["prompt_set"]),
                          "method": method, "run_dirs": dirs,
                          **{m: float(values[m].mean()) for m in ("expected_block_efficiency", "block_efficiency")}})
     return pd.DataFrame(rows)

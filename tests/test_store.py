@@ -13,6 +13,7 @@ import pytest
 
 import rsd.runner
 from helpers import ROOT, compose_cfg
+from test_analysis import record
 from rsd.data import load_examples
 from rsd.errors import ConfigError
 from rsd.models.pairs import ByteTokenizer, encode_prompt, load_pair_tokenizer
@@ -159,7 +160,7 @@ def test_corruption_is_reported_and_repaired(kind, reference_run, tmp_path, caps
 
 def test_scan_keeps_every_valid_line_after_a_bad_one(tmp_path):
     path = tmp_path / "records.jsonl"
-    rec = {"prompt_id": "a", "new_token_ids": [], "new_tokens": 0, "target_calls": 1}
+    rec = record("a", [1, 0], 1.0, 50.0, 1, 1)
     path.write_text(json.dumps(rec) + "\nnot json\n[1]\n" + json.dumps({**rec, "prompt_id": "b"}) + "\n"
                     + json.dumps({**rec, "prompt_id": "zz"}) + "\n")
     records, problems = scan_records(path, ["a", "b"])
