@@ -310,7 +310,8 @@ def expectation_check(runs: pd.DataFrame, prompts: pd.DataFrame) -> str:
         if se > 0:
             z = float(every.mean() / se)
             lines.append(f"- All {len(every)} prompts of those runs pooled: measured − expected = {every.mean():+.3f} "
-                         f"± {se:.3f} tokens per prompt (z = {z:+.2f}, two-sided p = {2 * sps.norm.sf(abs(z)):.2f}). "
+                         f"± {se:.3f} tokens per prompt (z = {z:+.2f}, two-sided t-test p = "
+                         f"{2 * sps.t.sf(abs(z), len(every) - 1):.2f}). "
                          "A bias test with the power of every run; per-run z of runs with few prompts are skewed, "
                          "so their mean is not one.")
     exact = int(table["exact"].sum())
