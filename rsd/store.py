@@ -3,9 +3,11 @@
 A run directory holds `run.json`, `records.jsonl` (one line per prompt) and `summary.json`. A run is complete only
 when `summary.json` parses and agrees with `records.jsonl`: the summary stores the prompt ids of the run and the
 SHA-256 of the records file, so a records file edited, truncated or appended to after the summary was written is
-noticed. Corrupt lines are reported (file and line) and dropped; every valid record is kept and only the missing
-prompts are decoded again. One process at a time owns a run directory through an advisory `fcntl.flock` on a lock
-file next to it; the kernel releases it when the holder dies, so a SIGKILLed owner never blocks a rerun.
+noticed, and every metric it stores must equal its recomputation from the records (a summary edited by hand is not
+a finished run). A record line is corrupt unless it matches the record schema and the engine's invariants
+(`record_problem`). Corrupt lines are reported (file and line) and dropped; every valid record is kept and only the
+missing prompts are decoded again. One process at a time owns a run directory through an advisory `fcntl.flock` on a
+lock file next to it; the kernel releases it when the holder dies, so a SIGKILLed owner never blocks a rerun.
 """
 
 from __future__ import annotations
