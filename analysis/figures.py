@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from scipy import stats as sps
 
-from analysis.load import Tables
+from analysis.load import SETTING, Tables
 from analysis.names import KINDS, method_label, method_order, score_name, setting_title
 from analysis.tables import best_shapes, settings, token_rate_column
 
@@ -209,11 +209,13 @@ def acceptance_figure(best: pd.DataFrame, steps: pd.DataFrame, kind: str, title:
     return fig
 
 
-def slug(setting: Mapping[str, Any], kind: str) -> str:
-    """A file-name stem for a (setting, budget kind)."""
+def slug(setting: Mapping[str, Any], kind: str, with_prompts: bool = False) -> str:
+    """A file-name stem for a (setting, budget kind); `with_prompts` adds the prompt set (where one dataset has
+    several)."""
     dtype = "" if setting.get("dtype", "float32") == "float32" else f"_{setting['dtype']}"
-    name = (f"{setting['model_pair']}{dtype}_{setting['dataset']}_T{setting['temperature']:g}-k{setting['top_k']}"
-            f"-p{setting['top_p']:g}-n{setting['max_new_tokens']}_{kind}")
+    prompts = f"_{setting['prompt_set'].split()[0]}p-{setting['prompt_set'][-6:]}" if with_prompts else ""
+    name = (f"{setting['model_pair']}{dtype}_{setting['dataset']}{prompts}_T{setting['temperature']:g}"
+            f"-k{setting['top_k']}-p{setting['top_p']:g}-n{setting['max_new_tokens']}_{kind}")
     return re.sub(r"[^\w.-]+", "-", name)
 
 
@@ -221,11 +223,12 @@ def figures(tables: Tables) -> Iterator[tuple[str, Figure]]:
     """(file stem, figure) for every setting and budget kind: the four-panel figure, then acceptance by depth."""
     best = best_shapes(tables.runs, tables.prompts)
     styles = method_styles(tables.runs["method"])
+    several = best.groupby([k for k in SETTING if k != "prompt_set"], sort=False)["prompt_set"].nunique().max() > 1
     for setting, group in settings(best):
         for kind in (k for k in KINDS if (group["budget"] == k).any()):
-            title = setting_title(setting)
-            yield slug(setting, kind), performance_figure(group, kind, title, styles)
-            yield f"{slug(setting, kind)}_acceptance", acceptance_figure(group, tables.steps, kind, title, styles)
+            title, stem = setting_title(setting), slug(setting, kind, several)
+            yield stem, performance_figure(group, kind, title, styles)
+            yield f"{stem}_acceptance", acceptance_figure(group, tables.steps, kind, title, styles)
 
 
 def save(fig: Figure, stem: Path, formats: tuple[str, ...] = ("png", "pdf")) -> list[Path]:

@@ -6,17 +6,23 @@ the same model pair, dtype, dataset, sampling settings and seed; per-prompt rati
 run's value. Fields added by later versions of the runner (`expected_emitted`, `decode_token_rate`, `decode_s`,
 `ttft_s`, the summary's `selection`) are optional: without them the matching columns are NaN.
 
-Reading never crashes on one bad run: an unreadable summary, a run whose summary lacks a field, and every record line
-that does not parse are named in a warning and skipped; a prompt recorded twice is kept once (the last record, the
-one rsd.runner counts in the summary).
+Only complete runs are read: a run counts when rsd.store.summary_problem accepts it (summary marked complete, records
+checksum matching, every record valid, every stored metric equal to its recomputation from the records). Every other
+run directory is named, with the reason, in `Tables.skipped` and a warning; the records are read with the store's
+reader (rsd.store.scan_records), so the runner and the analysis see the same records.
+
+Runs are grouped by what makes them comparable (SETTING: model pair, dtype, dataset, the prompt set decoded, sampling
+and max_new_tokens); runs of two groups are never averaged or compared with each other.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,18 +30,18 @@ import numpy as np
 import pandas as pd
 
 from analysis.names import is_greedy
-from rsd.metrics import block_efficiency, mbsu, token_rate
+from rsd.metrics import block_efficiency, mbsu, metric_name, token_rate
+from rsd.store import scan_records, summary_problem
 
 log = logging.getLogger(__name__)
 
 SAMPLING = ("temperature", "top_k", "top_p", "max_new_tokens")
-SETTING = ("model_pair", "dtype", "dataset", *SAMPLING)  # runs of different settings are never averaged together
+# runs of different settings are never averaged or compared together
+SETTING = ("model_pair", "dtype", "dataset", "prompt_set", *SAMPLING)
 AR_KEYS = (*SETTING, "seed")  # a run is compared with the AR run that matches on these
 RUN_KEYS = ("method", "shape_tag", "budget", "x", *AR_KEYS, "run_dir")  # repeated in the prompt and step tables
 BUDGET_AXIS = {"fixed_length": "draft_length", "fixed_compute": "target_tokens"}
 TIMES = ("draft", "target", "other")
-RECORD_FIELDS = ("prompt_id", "prompt_tokens", "new_tokens", "target_calls", "draft_calls", "accepted_lengths",
-                 "tokens_verified", "wall_s", *(f"time_{t}_s" for t in TIMES))
 SE_METRICS = ("block_efficiency", "expected_block_efficiency", "mbsu", "token_rate", "decode_token_rate")
 NAN = float("nan")
 
@@ -47,6 +53,7 @@ class Tables:
     runs: pd.DataFrame
     prompts: pd.DataFrame
     steps: pd.DataFrame
+    skipped: list[str] = field(default_factory=list)  # one line per run directory left out, with the reason
 
 
 class Unreadable(ValueError):
@@ -54,17 +61,27 @@ class Unreadable(ValueError):
 
 
 def find_run_dirs(roots: Iterable[Path | str]) -> list[Path]:
-    """Every directory at or below `roots` holding a run.json, resolved, sorted, once; a missing root raises."""
-    found = set()
+    """Every directory at or below `roots` holding a run.json, followed through symbolic links, sorted, once (a run
+    reached by two paths is listed by the first); a missing root raises. Paths stay as found, made absolute."""
+    found: dict[str, Path] = {}
     for root in map(Path, roots):
         if not root.exists():
             raise FileNotFoundError(f"no such results directory: {root}")
-        found.update(p.parent.resolve() for p in root.rglob("run.json"))
-    return sorted(found)
+        seen: set[str] = set()
+        for here, dirs, files in os.walk(root.absolute(), followlinks=True):
+            real = os.path.realpath(here)
+            if real in seen:  # a link back up the tree: walked already
+                dirs.clear()
+                continue
+            seen.add(real)
+            if "run.json" in files:
+                found.setdefault(real, Path(here))
+    return sorted(found.values())
 
 
 def completed(run_dirs: Iterable[Path]) -> list[Path]:
-    """The run directories with a summary.json; each one without it is skipped with a warning naming it."""
+    """The run directories with a summary.json, each one without it skipped with a warning naming it (for audits of
+    the records themselves, e.g. analysis.calibration; `load` reads only runs the store accepts)."""
     done = []
     for run_dir in run_dirs:
         if (run_dir / "summary.json").exists():
@@ -75,55 +92,11 @@ def completed(run_dirs: Iterable[Path]) -> list[Path]:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """The JSON objects of a JSON-lines file, one per non-empty line (strict: a bad line raises)."""
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def read_summary(run_dir: Path) -> dict:
-    """summary.json as a dict; Unreadable (naming the file) if it does not parse or is not an object."""
-    path = run_dir / "summary.json"
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise Unreadable(f"{path}: {type(err).__name__}: {err}") from err
-    if not isinstance(summary, dict):
-        raise Unreadable(f"{path}: not a JSON object")
-    return summary
-
-
-def read_records(run_dir: Path) -> list[dict]:
-    """The usable records of records.jsonl, one per prompt id (the last one recorded).
-
-    A line that does not parse, is not an object or lacks a field of RECORD_FIELDS is skipped with a warning naming
-    the file and line; duplicated prompt ids are kept once with a warning. A missing file gives no records.
-    """
-    path = run_dir / "records.jsonl"
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as err:
-        log.warning("cannot read %s (%s): the run has no records", path, err)
-        return []
-    by_id: dict[Any, dict] = {}
-    duplicates: list[Any] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as err:
-            log.warning("skipping unreadable record %s line %d: %s", path, number, err)
-            continue
-        missing = [k for k in RECORD_FIELDS if k not in rec] if isinstance(rec, dict) else ["(not an object)"]
-        if missing:
-            log.warning("skipping record %s line %d: missing %s", path, number, ", ".join(missing))
-            continue
-        if rec["prompt_id"] in by_id:
-            duplicates.append(rec["prompt_id"])
-        by_id[rec["prompt_id"]] = rec
-    if duplicates:
-        log.warning("%s: %d duplicate record(s) (prompt ids %s) kept once, the last one recorded", path,
-                    len(duplicates), ", ".join(map(str, sorted(set(duplicates), key=str))))
-    return list(by_id.values())
+    """The valid records of a records file, read by the store's reader (each problem named in a warning)."""
+    records, problems = scan_records(path)
+    for problem in problems:
+        log.warning("%s", problem)
+    return records
 
 
 def budget_point(summary: Mapping[str, Any]) -> int | None:
@@ -143,11 +116,22 @@ def dtype_of(summary: Mapping[str, Any]) -> str:
     return str(pair.get("dtype") or "float32") if isinstance(pair, Mapping) else "float32"
 
 
+def prompt_set(summary: Mapping[str, Any]) -> str:
+    """'32 prompts dolly-01..dolly-32 #3fa2c1': the prompts a run decoded, with a digest of their examples (of the
+    prompt ids where the run's identity does not record the examples' hash)."""
+    ids = list(summary["prompt_ids"])
+    inputs = (summary.get("config") or {}).get("inputs") or {}
+    digest = inputs.get("examples_sha256") or hashlib.sha256(json.dumps(ids).encode()).hexdigest()
+    span = f"{ids[0]}..{ids[-1]}" if len(ids) > 1 else "".join(ids)
+    return f"{len(ids)} prompts {span} #{digest[:6]}"
+
+
 def run_keys(run_dir: Path, summary: Mapping[str, Any]) -> dict:
     """The identifying columns of a run (RUN_KEYS)."""
     return {"method": summary["method"], "shape_tag": summary["shape_tag"], "budget": summary["budget"],
             "x": budget_point(summary), "model_pair": summary["model_pair"], "dtype": dtype_of(summary),
-            "dataset": summary["dataset"], **{k: summary["sampling"][k] for k in SAMPLING}, "seed": summary["seed"],
+            "dataset": summary["dataset"], "prompt_set": prompt_set(summary),
+            **{k: summary["sampling"][k] for k in SAMPLING}, "seed": summary["seed"],
             "run_dir": str(run_dir)}
 
 
@@ -205,6 +189,7 @@ def run_row(run_dir: Path, summary: Mapping[str, Any], records: list[Mapping[str
                                          is not None else decode_rate(records)),
         "decode_token_rate_ratio": NAN,
         "accuracy": nan_if_none(summary["accuracy"]), "accuracy_ratio": NAN,  # ratios: set by add_ratios
+        "accuracy_metric": metric_name(summary["task"]),
         "mean_accepted_length": summary["mean_accepted_length"],
         "tokens_verified_per_call": summary["tokens_verified_per_call"],
         "wall_s": wall, "elapsed_s": nan_if_none(summary.get("elapsed_s")),
@@ -334,11 +319,12 @@ def tidy(frame: pd.DataFrame, first: Iterable[str]) -> pd.DataFrame:
 
 
 def read_run(run_dir: Path) -> tuple[dict, list[dict], pd.DataFrame, dict]:
-    """One run's row, prompt rows, step frame and {prompt_id: token ids}; Unreadable if it cannot be used."""
-    summary = read_summary(run_dir)
-    records = read_records(run_dir)
-    if not records:
-        raise Unreadable(f"{run_dir / 'records.jsonl'}: no usable record")
+    """One complete run's row, prompt rows, step frame and {prompt_id: token ids}; Unreadable (naming the file and
+    the reason) unless rsd.store.summary_problem accepts the run."""
+    summary, why = summary_problem(run_dir)
+    if summary is None:
+        raise Unreadable(why or f"{run_dir}: incomplete run (no summary.json)")
+    records, _ = scan_records(run_dir / "records.jsonl")  # valid and one per prompt: summary_problem checked them
     try:
         keys = run_keys(run_dir, summary)
         row = run_row(run_dir, summary, records)
@@ -346,33 +332,32 @@ def read_run(run_dir: Path) -> tuple[dict, list[dict], pd.DataFrame, dict]:
         steps = step_frame(keys, records)
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
         raise Unreadable(f"{run_dir / 'summary.json'}: {type(err).__name__}: {err}") from err
-    if summary.get("prompts") not in (None, len(records)):
-        log.warning("%s: the summary counts %s prompts, records.jsonl has %d distinct ones", run_dir,
-                    summary["prompts"], len(records))
     return row, prompts, steps, {r["prompt_id"]: r.get("new_token_ids") for r in records}
 
 
 def load(roots: Iterable[Path | str]) -> Tables:
-    """The run, prompt and step tables of every usable completed run under `roots`; ValueError if there is none.
+    """The run, prompt and step tables of every complete run under `roots`; ValueError if there is none.
 
-    Every run that cannot be read is named in a warning and left out (see the module docstring).
+    Every other run directory is left out, named in a warning and in `Tables.skipped` (see the module docstring).
     """
     roots = list(roots)
-    runs, prompts, steps, tokens = [], [], [], {}
-    for run_dir in completed(find_run_dirs(roots)):
+    runs, prompts, steps, tokens, skipped = [], [], [], {}, []
+    for run_dir in find_run_dirs(roots):
         try:
             row, prompt_rows, step_rows, ids = read_run(run_dir)
         except Unreadable as err:
-            log.warning("skipping unreadable run %s: %s", run_dir, err)
+            skipped.append(str(err))
+            log.warning("skipping %s", err)
             continue
         runs.append(row)
         prompts += prompt_rows
         steps.append(step_rows)
         tokens[str(run_dir)] = ids
     if not runs:
-        raise ValueError(f"no usable completed run (a directory with run.json and summary.json) under {roots}")
+        raise ValueError(f"no complete run (a directory with run.json and a summary.json agreeing with its records) "
+                         f"under {', '.join(map(str, roots))} ({len(skipped)} skipped)")
     run_table, prompt_table = add_ratios(pd.DataFrame(runs), pd.DataFrame(prompts))
     run_table, prompt_table = greedy_divergence(run_table, prompt_table, tokens)
     run_table = add_standard_errors(run_table, prompt_table)
     return Tables(tidy(run_table, RUN_KEYS), tidy(prompt_table, [*RUN_KEYS, "prompt_id"]),
-                  tidy(pd.concat(steps, ignore_index=True), RUN_KEYS))
+                  tidy(pd.concat(steps, ignore_index=True), RUN_KEYS), skipped)

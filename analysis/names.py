@@ -70,10 +70,14 @@ def sampling_name(setting: Mapping[str, Any]) -> str:
 
 
 def setting_title(setting: Mapping[str, Any]) -> str:
-    """A readable one-line name of a setting: 'SmolLM2-135M + 7M draft, Dolly-style prompts, T = 1, 64 new tokens'.
+    """A readable one-line name of a setting: 'SmolLM2-135M + 7M draft, Dolly-style prompts, 32 prompts
+    dolly-01..dolly-32 #3fa2c1, T = 1, 64 new tokens'.
 
-    The dtype is named only when it is not float32 (half-precision runs are their own setting).
+    The dtype is named only when it is not float32 (half-precision runs are their own setting); the prompt set
+    (analysis.load.prompt_set) where the setting has one.
     """
     dtype = setting.get("dtype", "float32")
-    return ", ".join([pair_name(setting["model_pair"]), dataset_name(setting["dataset"]), sampling_name(setting),
-                      f"{setting['max_new_tokens']} new tokens", *([dtype] if dtype != "float32" else [])])
+    prompts = [setting["prompt_set"]] if setting.get("prompt_set") else []
+    return ", ".join([pair_name(setting["model_pair"]), dataset_name(setting["dataset"]), *prompts,
+                      sampling_name(setting), f"{setting['max_new_tokens']} new tokens",
+                      *([dtype] if dtype != "float32" else [])])

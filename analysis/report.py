@@ -9,13 +9,18 @@ over datasets), table_greedy.md (greedy runs: where the output first differs fro
 table_selection.md (shapes ranked on tuning prompts; only with tuning runs), table_expectation.md (measured vs exact
 expected block efficiency, run by run), table_compute.md (process hours per setting),
 figures/<setting>_<kind>.{png,pdf} and figures/<setting>_<kind>_acceptance.{png,pdf}.
-Runs that cannot be read are named in a warning and left out; the report is built from the rest.
+Only complete runs whose summary agrees with their records are read (analysis.load); every other run directory is
+named, with the reason, and the report is built from the rest. Runs over different prompt sets (or pairs, dtypes,
+datasets, sampling settings) are kept apart: each group gets its own tables, labelled with its prompt set. The
+`run_dir` column of the written tables is relative to the results directories given (their common parent), so a
+report regenerated on another machine writes the same files.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -43,14 +48,29 @@ class Report:
     files: list[Path]
 
 
-def write_tables(tables: Tables, out: Path, compact: bool = False) -> list[Path]:
-    """Write runs, prompts and steps as Parquet and CSV into `out` (compact: only runs.csv)."""
+def results_root(inputs: Iterable[Path | str]) -> Path:
+    """The directory run paths are written relative to: the results directory given, or the common parent of several."""
+    return Path(os.path.commonpath([os.path.abspath(p) for p in inputs]))
+
+
+def relative_runs(frame: pd.DataFrame, root: Path) -> pd.DataFrame:
+    """`frame` with its run_dir column relative to `root`."""
+    return frame.assign(run_dir=[os.path.relpath(d, root) for d in frame["run_dir"]])
+
+
+def write_tables(tables: Tables, out: Path, compact: bool = False, root: Path | None = None) -> list[Path]:
+    """Write runs, prompts and steps as Parquet and CSV into `out` (compact: only runs.csv), run_dir relative to
+    `root` when given."""
+    def frame_of(name: str) -> pd.DataFrame:
+        frame = getattr(tables, name)
+        return frame if root is None else relative_runs(frame, root)
+
     if compact:
-        tables.runs.to_csv(out / "runs.csv", index=False)
+        frame_of("runs").to_csv(out / "runs.csv", index=False)
         return [out / "runs.csv"]
     paths = []
     for name in ("runs", "prompts", "steps"):
-        frame = getattr(tables, name)
+        frame = frame_of(name)
         frame.to_parquet(out / f"{name}.parquet", index=False)
         frame.to_csv(out / f"{name}.csv", index=False)
         paths += [out / f"{name}.parquet", out / f"{name}.csv"]
@@ -78,8 +98,11 @@ def build_report(inputs: Iterable[Path | str], out: Path | str, compact: bool = 
 
     `compact` (a report to commit): the runs table as CSV, the markdown tables and PNG figures only.
     """
-    out = Path(out)
+    out, inputs = Path(out), list(inputs)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} is a file, not a directory: give a directory for the report")
     tables = load(inputs)
+    root = results_root(inputs)
     out.mkdir(parents=True, exist_ok=True)
     markdown = all_tables(tables.runs, tables.prompts)
     best = best_shapes(tables.runs, tables.prompts)
@@ -95,7 +118,7 @@ def build_report(inputs: Iterable[Path | str], out: Path | str, compact: bool = 
         rankings += [f"{setting_title(dict(zip(SETTING, keys)))}; {KINDS[keys[-1]][0]}:", *(f"  {x}" for x in lines)]
     if len(pairs):
         pairs.to_csv(out / "pairs.csv", index=False)
-    files = (write_tables(tables, out, compact) + ([out / "pairs.csv"] if len(pairs) else [])
+    files = (write_tables(tables, out, compact, root) + ([out / "pairs.csv"] if len(pairs) else [])
              + write_markdown(markdown, out) + write_figures(tables, out, compact))
     return Report(out, tables, markdown, pairs, rankings, files)
 
@@ -111,10 +134,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.INFO)
     try:
         report = build_report(args.inputs, args.out, args.compact)
-    except (FileNotFoundError, ValueError) as err:
+    except (OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     print("\n".join(report.markdown[name] for name in report.markdown if name != "pairs"))
+    if report.tables.skipped:
+        print(f"Skipped {len(report.tables.skipped)} run(s) that are not complete or whose summary "
+              "disagrees with its records:\n" + "\n".join(f"  {line}" for line in report.tables.skipped))
     if report.rankings:
         print("Rankings (Holm-adjusted p of each gap; details in table_pairs.md):\n" + "\n".join(report.rankings))
     print(f"report ({len(report.tables.runs)} runs, {len(report.files)} files): {report.out.resolve()}")

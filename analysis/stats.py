@@ -194,17 +194,18 @@ def pooled_best(best: pd.DataFrame, prompts: pd.DataFrame) -> pd.DataFrame:
     by_run = prompts.set_index("run_dir")
     rows = []
     drafted = best[best["budget"].notna()]
-    pooled_keys = [k for k in SETTING if k != "dataset"]
+    pooled_keys = [k for k in SETTING if k not in ("dataset", "prompt_set")]
     for keys, point in drafted.groupby([*pooled_keys, "budget", "x"], sort=True, dropna=False):
         datasets = sorted(set(point["dataset"]))
         if len(datasets) < 2:
             continue
         for method, cells in point.groupby("method", sort=False):
-            if sorted(cells["dataset"]) != datasets:
+            if sorted(cells["dataset"]) != datasets:  # one cell per dataset (two prompt sets of one are not pooled)
                 continue
             dirs = [d for ds in cells["run_dirs"] for d in ds]
             values = by_run.loc[dirs]
             rows.append({**dict(zip([*pooled_keys, "budget", "x"], keys)), "dataset": pooled_label(datasets),
+                         "prompt_set": " + ".join(cells.sort_values("dataset")["prompt_set"]),
                          "method": method, "run_dirs": dirs,
                          **{m: float(values[m].mean()) for m in ("expected_block_efficiency", "block_efficiency")}})
     return pd.DataFrame(rows)
@@ -309,7 +310,8 @@ def expectation_check(runs: pd.DataFrame, prompts: pd.DataFrame) -> str:
         if se > 0:
             z = float(every.mean() / se)
             lines.append(f"- All {len(every)} prompts of those runs pooled: measured − expected = {every.mean():+.3f} "
-                         f"± {se:.3f} tokens per prompt (z = {z:+.2f}, two-sided p = {2 * sps.norm.sf(abs(z)):.2f}). "
+                         f"± {se:.3f} tokens per prompt (z = {z:+.2f}, two-sided t-test p = "
+                         f"{2 * sps.t.sf(abs(z), len(every) - 1):.2f}). "
                          "A bias test with the power of every run; per-run z of runs with few prompts are skewed, "
                          "so their mean is not one.")
     exact = int(table["exact"].sum())

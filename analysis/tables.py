@@ -183,12 +183,18 @@ def markdown_tables(best: pd.DataFrame, metric: str) -> str:
     return "\n".join(parts)
 
 
+GROUPING = ("Runs are grouped by model pair, dtype, dataset, prompt set, sampling and max new tokens (the heading of "
+            "each table); runs of different groups are never averaged or compared, so two prompt sets of one dataset "
+            "get two tables.")
+
+
 def all_tables(runs: pd.DataFrame, prompts: pd.DataFrame) -> dict[str, str]:
-    """Markdown text per metric of METRICS; the expected block efficiency only where some run records it."""
+    """Markdown text per metric of METRICS (each opening with GROUPING); the expected block efficiency only where some
+    run records it."""
     best = best_shapes(runs, prompts)
     metrics = [m for m in METRICS if m != "expected_block_efficiency"
                or np.isfinite(runs["expected_block_efficiency"].to_numpy(float)).any()]
-    return {metric: markdown_tables(best, metric) for metric in metrics}
+    return {metric: f"{GROUPING}\n\n{markdown_tables(best, metric)}" for metric in metrics}
 
 
 def greedy_table(runs: pd.DataFrame, prompts: pd.DataFrame) -> str:
@@ -238,7 +244,8 @@ def selection_table(runs: pd.DataFrame) -> str:
             same = eval_runs[(eval_runs["method"] == run["method"]) & (eval_runs["budget"] == run["budget"])
                              & (eval_runs["x"] == run["x"]) & (eval_runs["shape_tag"] == run["shape_tag"])]
             for key, value in setting.items():
-                same = same[same[key] == value]
+                if key != "prompt_set":  # the evaluation prompts are disjoint from the tuning prompts
+                    same = same[same[key] == value]
             lines.append(f"| {run['budget_value']} | {method_label(run['method'])} | {run['shape_tag']} | "
                          f"{run['selection_prompts'] or run['prompts']} | {run['selected_by'] or '–'} | "
                          f"{fmt(run['expected_block_efficiency'])} | {fmt(run['block_efficiency'])} | "

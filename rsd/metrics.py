@@ -31,6 +31,12 @@ def acceptance_by_depth(accepted_lengths: Iterable[int], depth: int) -> list[flo
 
 
 TASK_METRIC = {"summarization": "rougeL", "instruction": "rougeL", "translation": "bleu"}
+METRIC_NAMES = {"rougeL": "ROUGE-L", "bleu": "BLEU"}
+
+
+def metric_name(task: str | None) -> str:
+    """The display name of a task's score ('ROUGE-L', 'BLEU'); '' for a task without a score."""
+    return METRIC_NAMES[TASK_METRIC[task]] if task in TASK_METRIC else ""
 
 
 def task_score(task: str | None, prediction: str, reference: str | None) -> float | None:

@@ -30,7 +30,7 @@ from rsd.drafters.base import Drafter
 from rsd.engine import Engine
 from rsd.errors import ConfigError
 from rsd.logger import make_logger
-from rsd.metrics import corpus_score, summarize_records, task_score
+from rsd.metrics import corpus_score, metric_name, summarize_records, task_score
 from rsd.models.hardware import cpu_flags, resolve_dtype
 from rsd.models.pairs import (
     ModelPair,
@@ -463,12 +463,17 @@ def _execute_or_record(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Examp
 
 
 def format_table(summaries: list[Mapping]) -> str:
-    """A plain-text table: method, shape, block efficiency (measured and expected), MBSU, decode tokens/s, accuracy."""
+    """A plain-text table: method, shape, block efficiency (measured and expected), MBSU, decode tokens/s, task score
+    (the column named by its metric, ROUGE-L or BLEU; each cell names it when the runs mix metrics)."""
+    names = sorted({metric_name(s.get("task")) for s in summaries} - {""})
+    score = names[0] if len(names) == 1 else "score"
     header = (f"{'method':<10} {'shape':<12} {'budget':<6} {'BE':>6} {'E[BE]':>6} {'MBSU':>6} {'tok/s':>7} "
-              f"{'accuracy':>8}")
+              f"{score:>8}")
     lines = [header, "-" * len(header)]
     for s in summaries:
         acc = f"{s['accuracy']:.1f}" if s.get("accuracy") is not None else "-"
+        if len(names) > 1 and s.get("accuracy") is not None:
+            acc = f"{acc} {metric_name(s.get('task'))}"
         expected = s.get("expected_block_efficiency")
         expected = f"{expected:.2f}" if expected is not None and expected == expected else "-"
         rate = s.get("decode_token_rate") or s["token_rate"]

@@ -19,6 +19,7 @@ from analysis.report import main
 from analysis.tables import all_tables, best_shapes, with_errors
 from helpers import CONF
 from rsd.metrics import summarize_records
+from rsd.store import file_sha256
 
 TARGET, DRAFT = 1000, 100  # r = 0.1
 HOT = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "max_new_tokens": 8}
@@ -29,7 +30,8 @@ TAG = {"fixed_length": "L", "fixed_compute": "B"}
 def record(pid: str, accepted: list[int], wall: float, score: float, drafts_per_step: int, depth: int) -> dict:
     """A prompt record whose step k emits accepted[k] + 1 tokens; time split 1/4 draft, 1/2 target, 1/4 other."""
     calls = len(accepted)
-    return {"prompt_id": pid, "prompt_tokens": 5, "new_token_ids": [], "text": "", "new_tokens": sum(accepted) + calls,
+    return {"prompt_id": pid, "prompt_tokens": 5, "new_token_ids": [7] * (sum(accepted) + calls), "text": "",
+            "new_tokens": sum(accepted) + calls,
             "target_calls": calls, "draft_calls": drafts_per_step * calls, "tokens_verified": [depth * 2] * calls,
             "accepted_lengths": accepted, "block_efficiency": (sum(accepted) + calls) / calls, "wall_s": wall,
             "time_draft_s": wall / 4, "time_target_s": wall / 2, "time_other_s": wall / 4, "draft_length": depth,
@@ -56,7 +58,8 @@ def write_run(root: Path, name: str, method: str, shape: dict, tag: str, budget:
                    "model_pair": "pairA", "dataset": "dolly_builtin", "task": "instruction", "sampling": sampling,
                    "seed": 0, "target_params": TARGET, "draft_params": draft_params,
                    **summarize_records(records, draft_params, TARGET), "accuracy": accuracy,
-                   "run_dir": str(run_dir), "config": config, **(extra or {})}
+                   "run_dir": str(run_dir), "config": config, "prompt_ids": [r["prompt_id"] for r in records],
+                   "records_sha256": file_sha256(run_dir / "records.jsonl"), **(extra or {})}
         (run_dir / "summary.json").write_text(json.dumps(summary))
     return run_dir
 
@@ -203,7 +206,8 @@ def test_figures_have_the_paper_layout(tables):
     fixed_length = figs[f"{hot}_fixed_length"]
     assert [ax.get_title() for ax in fixed_length.axes] == ["Block efficiency", "MBSU", "Token rate",
                                                             "Accuracy (ROUGE-L)"]
-    assert "pairA, Dolly-style prompts, T = 1, 8 new tokens" in fixed_length._suptitle.get_text()
+    assert "pairA, Dolly-style prompts, 2 prompts p0..p1 #" in fixed_length._suptitle.get_text()
+    assert "T = 1, 8 new tokens" in fixed_length._suptitle.get_text()
     for ax in fixed_length.axes:
         assert ax.get_xlabel() == "draft length L (tokens)" and ax.get_ylabel()
         assert labelled_lines(ax) == ["AR", "SD"]

@@ -66,9 +66,9 @@ def method_run(root: Path, method: str, x: int = 2, decode: bool = False, budget
 def ar_run(root: Path, sampling: dict = HOT, ids: dict[int, list[int]] | None = None, decode: bool = False) -> Path:
     recs = []
     for i in range(N):
-        r = record(f"p{i:02d}", [0] * 4, 2.0, 50.0, 0, 0)
+        r = record(f"p{i:02d}", [0] * (len(ids[i]) if ids else 4), 2.0, 50.0, 0, 0)
         if ids:
-            r["new_token_ids"] = ids.get(i, [])
+            r["new_token_ids"] = ids[i]
         if decode:
             r["decode_s"] = 1.5 + 0.01 * i
             r["decode_token_rate"] = 3 / r["decode_s"]
@@ -171,7 +171,8 @@ def test_pairs_markdown_and_decode_rate_are_labelled(trio, tmp_path):
     assert "Holm" in text and "n.s." in text
     assert (tmp_path / "report" / "pairs.csv").exists() and len(report.pairs) == 3
     rate = report.markdown["token_rate_ratio"]
-    assert rate.startswith("### Decode token rate (tokens after the first / decode seconds, prefill excluded")
+    assert rate.split("\n\n", 1)[1].startswith("### Decode token rate (tokens after the first / decode seconds, "
+                                                "prefill excluded")
     sd_rate = one(report.tables.runs, method="sd").decode_token_rate_ratio
     assert f"| SD | {sd_rate:.2f} ± " in rate
     expected = report.markdown["expected_block_efficiency"]
@@ -326,19 +327,21 @@ def load_single(root: Path, drop: tuple[str, ...]):
     return load([root])
 
 
-def test_duplicate_and_bad_records_are_dropped_with_warnings_naming_them(tmp_path, caplog):
+def test_records_changed_under_their_summary_skip_the_run_naming_the_line(tmp_path, caplog):
+    ar_run(tmp_path)
     run_dir = method_run(tmp_path, "sd")
     lines = (run_dir / "records.jsonl").read_text().splitlines()
     twin = json.loads(lines[0])
-    twin["wall_s"] = 99.0  # a second decode of p00, e.g. by a concurrent process: keep one, the last
-    (run_dir / "records.jsonl").write_text("\n".join([lines[0], "{garbage", "{}", *lines[1:], json.dumps(twin)]) + "\n")
-    with caplog.at_level(logging.WARNING):
-        tables = load([tmp_path])
-    assert len(tables.prompts) == N and tables.prompts.prompt_id.is_unique
-    assert one(tables.prompts, prompt_id="p00").wall_s == 99.0
-    path = str(run_dir / "records.jsonl")
-    assert f"{path} line 2" in caplog.text and f"{path} line 3: missing prompt_id" in caplog.text
-    assert "1 duplicate record(s) (prompt ids p00)" in caplog.text
+    twin["wall_s"] = 99.0  # a second decode of p00 appended after the summary was written
+    for text, where in (("\n".join([lines[0], "{garbage", *lines[1:]]), ":2: not valid JSON"),
+                        ("\n".join([*lines, json.dumps(twin)]), f":{N + 1}: duplicate record of prompt 'p00'")):
+        (run_dir / "records.jsonl").write_text(text + "\n")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            tables = load([tmp_path])
+        assert list(tables.runs.method) == ["ar"] and len(tables.skipped) == 1
+        assert tables.skipped[0].startswith(f"{run_dir / 'records.jsonl'}{where}")
+        assert f"skipping {run_dir / 'records.jsonl'}{where}" in caplog.text
 
 
 def test_unreadable_runs_are_named_and_the_report_is_built_from_the_rest(tmp_path, caplog, capsys):
@@ -355,19 +358,21 @@ def test_unreadable_runs_are_named_and_the_report_is_built_from_the_rest(tmp_pat
     with caplog.at_level(logging.WARNING):
         assert main([str(tmp_path), "--out", str(tmp_path / "report")]) == 0
     for bad in (garbled, partial, empty):
-        assert f"skipping unreadable run {bad}" in caplog.text
-    assert "'mbsu'" in caplog.text and "no usable record" in caplog.text
+        assert f"skipping {bad}/summary.json:1: " in caplog.text
+    assert "mbsu is missing" in caplog.text and "records checksum disagrees" in caplog.text
+    assert "Skipped 3 run(s)" in capsys.readouterr().out
     runs = load([tmp_path]).runs
     assert sorted(runs.method) == ["ar", "sd"]
 
 
 def test_greedy_runs_report_where_they_first_leave_ars_output(tmp_path):
-    reference = {i: [1, 2, 3, 4] for i in range(N)}
+    reference = {i: list(range(1, rec("sd", i)["new_tokens"] + 1)) for i in range(N)}
     ar_run(tmp_path, GREEDY, ids=reference)
-    outputs = {i: [1, 2, 3, 4] for i in range(N)} | {3: [1, 2, 9, 4], 7: [1, 2, 3], 8: [7, 2, 3, 4]}
+    changed = {3: 2, 7: 3, 8: 0}  # prompt -> the position its output differs from AR's
+    outputs = {i: [t + 50 * (j == changed.get(i)) for j, t in enumerate(reference[i])] for i in range(N)}
     recs = [rec("sd", i, ids=outputs[i]) for i in range(N)]
     write_run(tmp_path, "sd", "sd", SHAPES["sd"], "L2", "fixed_length", 2, recs, 50.0, GREEDY)
-    identical = [rec("spectr", i, ids=reference[i]) for i in range(N)]
+    identical = [rec("sd", i, ids=reference[i]) for i in range(N)]
     write_run(tmp_path, "spectr", "spectr", SHAPES["spectr"], "L2", "fixed_length", 2, identical, 50.0, GREEDY)
     method_run(tmp_path / "hot", "rsd_c")  # sampled (T = 1): not checked
     tables = load([tmp_path])

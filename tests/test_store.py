@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_analysis import record
 
 import rsd.runner
 from helpers import ROOT, compose_cfg
@@ -116,6 +117,14 @@ def _torn_last_line(lines):
     lines[-1] = lines[-1][: len(lines[-1]) // 2]
 
 
+def _edit_line_2(**change):
+    """Line 2 edited by hand (keys set to None are removed): valid JSON that breaks the record schema or invariants."""
+    def damage(lines):
+        rec = {**json.loads(lines[1]), **change}
+        lines[1] = json.dumps({k: v for k, v in rec.items() if v is not None}) + "\n"
+    return damage
+
+
 CORRUPTIONS = {  # name: (how the records file is damaged, or None for the summary; line warned about; re-decoded)
     "garbage_summary": (None, "summary.json:1", 0),
     "truncated_interior_line": (_cut_line_2, "records.jsonl:2", 1),
@@ -124,6 +133,11 @@ CORRUPTIONS = {  # name: (how the records file is damaged, or None for the summa
     "empty_object_line": (_empty_object_as_line_2, "records.jsonl:2", 0),
     "record_missing_under_summary": (_drop_line_3, "summary.json:1", 1),
     "torn_last_line": (_torn_last_line, "records.jsonl:4", 1),
+    "zero_target_calls": (_edit_line_2(target_calls=0), "records.jsonl:2", 1),
+    "missing_draft_calls": (_edit_line_2(draft_calls=None), "records.jsonl:2", 1),
+    "string_new_tokens": (_edit_line_2(new_tokens="eight"), "records.jsonl:2", 1),
+    "list_prompt_id": (_edit_line_2(prompt_id=[1]), "records.jsonl:2", 1),
+    "tokens_beyond_the_steps": (_edit_line_2(new_tokens=99, new_token_ids=[1] * 99), "records.jsonl:2", 1),
 }
 
 
@@ -157,9 +171,23 @@ def test_corruption_is_reported_and_repaired(kind, reference_run, tmp_path, caps
     assert "warning" not in capsys.readouterr().err
 
 
+def test_a_summary_edited_by_hand_is_not_done_already(reference_run, tmp_path, capsys, monkeypatch):
+    ref_out, rel = reference_run
+    out = tmp_path / "out"
+    shutil.copytree(ref_out, out)
+    path = out / rel / "summary.json"
+    want = json.loads(path.read_text())
+    path.write_text(json.dumps({**want, "block_efficiency": 9.99}))
+    monkeypatch.setattr(rsd.runner, "decode_prompt", lambda *a, **k: pytest.fail("every record is valid"))
+    [summary] = run(compose_cfg(*TINY, "drafter=sd", f"out_dir={out}"))
+    captured = capsys.readouterr()
+    assert "done already" not in captured.out and f"{path}:1: block_efficiency=9.99 disagrees" in captured.err
+    assert summary["block_efficiency"] == want["block_efficiency"] != 9.99
+
+
 def test_scan_keeps_every_valid_line_after_a_bad_one(tmp_path):
     path = tmp_path / "records.jsonl"
-    rec = {"prompt_id": "a", "new_token_ids": [], "new_tokens": 0, "target_calls": 1}
+    rec = record("a", [1, 0], 1.0, 50.0, 1, 1)
     path.write_text(json.dumps(rec) + "\nnot json\n[1]\n" + json.dumps({**rec, "prompt_id": "b"}) + "\n"
                     + json.dumps({**rec, "prompt_id": "zz"}) + "\n")
     records, problems = scan_records(path, ["a", "b"])
