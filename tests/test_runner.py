@@ -148,3 +148,15 @@ def test_a_sweep_preset_without_multirun_says_so(tmp_path):
     assert one.returncode == 0, one.stderr
     assert "declares a sweep over" in one.stderr and "Add -m" in one.stderr
 
+
+
+def test_run_directories_and_identities_equal_the_golden_fixture():
+    """Refactors of the config resolution rename no run: directories and identities (key order too) as recorded."""
+    import importlib.util
+
+    golden = ROOT / "tests" / "golden"
+    spec = importlib.util.spec_from_file_location("make_run_dirs", golden / "make_run_dirs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    want = json.loads((golden / "run_dirs.json").read_text())
+    assert json.dumps(module.run_dirs()) == json.dumps(want)
