@@ -103,8 +103,8 @@ def _check_dataset(d: Mapping[str, Any]) -> None:
                           "set")
     cap = d.get("max_prompt_tokens")
     if cap is not None and not (_is_int(cap) and cap >= 1):
-        raise ConfigError(f"dataset.max_prompt_tokens={cap!r} must be a positive integer (tokens kept of a longer "
-                          "prompt) or null for no limit")
+        raise ConfigError(f"dataset.max_prompt_tokens must be a positive integer (tokens kept of a longer prompt) or "
+                          f"null for no limit, got {cap!r}")
     seed = d.get("shuffle_seed")
     if seed is not None and not _is_int(seed):
         raise ConfigError(f"dataset.shuffle_seed={seed!r} must be an integer (a reproducible random choice of "
