@@ -10,6 +10,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from rsd.config import resolve_config
 from rsd.errors import RsdError
 from rsd.preflight import refuse_job
 from rsd.runner import format_table, run
@@ -55,7 +56,7 @@ def main(cfg: DictConfig) -> None:
     if hint:
         print(hint, file=sys.stderr)
     try:
-        summaries = run(cfg)
+        summaries = run(resolve_config(cfg))  # every check, once, before anything loads or is written
     except RsdError as err:
         hc = HydraConfig.get()
         if hc.mode == RunMode.MULTIRUN:

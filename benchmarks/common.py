@@ -106,8 +106,6 @@ class Profile:
 @contextmanager
 def profiled(engine: Engine):
     """Instrument an engine (forwards, drafter.build, verification, compaction, score) for the duration."""
-    import rsd.engine as eng
-
     prof = Profile(engine.target.device.type == "cuda")
     saved = []
 
@@ -120,22 +118,7 @@ def profiled(engine: Engine):
         wrap(engine.draft.model, "forward", "draft_fwd")
     wrap(engine.drafter, "build", "build")
     wrap(engine, "_compact", "compact")
-    verifier = getattr(engine, "verifier", None)
-    if verifier is not None:
-        wrap(verifier, "verify", "verify")
-        old_walk = None
-    else:
-        old_walk = eng.walk
-        start_key = "verify"
-
-        def walk(*args, **kwargs):
-            start = prof.now()
-            try:
-                return old_walk(*args, **kwargs)
-            finally:
-                prof.s[start_key] += prof.now() - start
-
-        eng.walk = walk
+    wrap(engine.verifier, "verify", "verify")
     try:
         yield prof
     finally:
@@ -144,8 +127,6 @@ def profiled(engine: Engine):
                 delattr(obj, attr)
             else:
                 setattr(obj, attr, old)
-        if old_walk is not None:
-            eng.walk = old_walk
 
 
 def parser_and_prompts(description: str, **extra: dict

@@ -21,17 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tqdm import tqdm
 
-from rsd.budgets import Budget, select_shapes, shape_tag
+from rsd.budgets import Budget, shape_tag
+from rsd.config import RunConfig, resolve_config, to_dict
 from rsd.data import Example, load_examples
 from rsd.drafters.base import Drafter
 from rsd.engine import Engine
 from rsd.errors import ConfigError
 from rsd.logger import make_logger
 from rsd.metrics import corpus_score, metric_name, summarize_records, task_score
-from rsd.models.hardware import cpu_flags, resolve_dtype
+from rsd.models.hardware import cpu_flags
 from rsd.models.pairs import (
     ModelPair,
     encode_prompt,
@@ -40,9 +41,8 @@ from rsd.models.pairs import (
     pair_context_length,
     text_token_ids,
 )
-from rsd.plugins import import_object
-from rsd.sampling import SamplingParams, prompt_generator
-from rsd.selection import rank_shapes, selection_config, split_tuning
+from rsd.sampling import prompt_generator
+from rsd.selection import rank_shapes, split_tuning
 from rsd.store import (
     RunLock,
     append_record,
@@ -58,14 +58,6 @@ from rsd.store import (
     write_json_atomic,
     write_records_atomic,
 )
-from rsd.validate import validate_config
-from rsd.verify import verifier_for
-
-# Keys that do not change what a run computes: excluded from the run identity (and so from its directory name).
-NON_IDENTITY_KEYS = ("out_dir", "logger", "hydra")
-# Budget keys that only choose which shapes run (the shape itself is in the identity): a shape run by a sweep with a
-# depth limit, a pin or a higher run cap is the same run as without them.
-SHAPE_FILTER_KEYS = ("max_depth", "max_runs", "shape")
 
 
 class PromptTooLongError(ConfigError):
@@ -90,43 +82,10 @@ class RunPlan:
         return drafter
 
 
-def drafter_class(target: str) -> type[Drafter]:
-    """Import `package.module.Class` (the drafter YAML's `_target_`) and check it is a Drafter."""
-    cls = import_object(target, "drafter _target_", "is its package installed or on PYTHONPATH?")
-    if not (isinstance(cls, type) and issubclass(cls, Drafter)):
-        raise ConfigError(f"drafter _target_ {target!r} is not a subclass of rsd.drafters.Drafter")
-    return cls
-
-
-def to_dict(cfg: DictConfig | Mapping) -> dict:
-    """The resolved config as plain data, with `model_pair.dtype: auto` made concrete for this machine (so the dtype
-    a run used is part of its identity: a bf16 run and a float32 run never share a directory)."""
-    conf = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
-    pair = conf.get("model_pair")
-    if isinstance(pair, dict) and pair.get("dtype") == "auto":
-        conf["model_pair"] = {**pair, "dtype": resolve_dtype("auto", str(pair.get("device") or "auto"))}
-    return conf
-
-
-def run_inputs(cfg: Mapping[str, Any], examples: list[Example]) -> dict:
+def run_inputs(cfg: RunConfig | Mapping[str, Any], examples: list[Example]) -> dict:
     """What a run reads besides its config: the hash of its examples and the fingerprint of its model files."""
-    return {"examples_sha256": examples_digest(examples), "model_files": model_fingerprint(cfg["model_pair"])}
-
-
-def run_identity(cfg: Mapping[str, Any], method: str, shape: dict, uses_draft: bool,
-                 inputs: Mapping[str, Any] | None = None) -> dict:
-    """The part of a resolved config that determines a run's results, with the concrete shape and `inputs`
-    (`run_inputs`) filled in.
-
-    A method without a draft (AR) does not depend on the budget, so one AR run serves every budget of a sweep.
-    """
-    ident = {k: v for k, v in cfg.items() if k not in NON_IDENTITY_KEYS}
-    ident["drafter"] = {"name": method, "_target_": cfg["drafter"]["_target_"], "shape": shape}
-    ident["budget"] = ({k: v for k, v in cfg["budget"].items() if k not in SHAPE_FILTER_KEYS} if uses_draft
-                       else None)
-    if inputs is not None:
-        ident["inputs"] = dict(inputs)
-    return ident
+    pair = cfg.model_pair.spec if isinstance(cfg, RunConfig) else cfg["model_pair"]
+    return {"examples_sha256": examples_digest(examples), "model_files": model_fingerprint(pair)}
 
 
 def _g(value: Any) -> str:
@@ -147,43 +106,24 @@ def run_dir_for(out_dir: Path, identity: Mapping[str, Any], budget: Budget | Non
                                        budget_tag, leaf])
 
 
-def plan_runs(cfg: DictConfig | Mapping, inputs: Mapping[str, Any] | None = None) -> list[RunPlan]:
-    """Every run a config asks for; raises ConfigError (unknown drafter, infeasible budget...) before loading models.
+def resolved(cfg: RunConfig | DictConfig | Mapping) -> RunConfig:
+    """`cfg` as a RunConfig, resolving (and so checking) it unless it is one already."""
+    return cfg if isinstance(cfg, RunConfig) else resolve_config(cfg)
+
+
+def plan_runs(cfg: RunConfig | DictConfig | Mapping, inputs: Mapping[str, Any] | None = None) -> list[RunPlan]:
+    """Every run a config asks for; a raw config is resolved first (ConfigError before any model loads).
 
     `inputs` (`run_inputs`: examples hash, model fingerprint) completes each run's identity and so its directory;
     without it the plans serve validation only (their directories leave out what the run reads).
     """
-    conf = to_dict(cfg)
-    validate_config(conf)
-    drafter_cfg = dict(conf["drafter"])
-    if "_target_" not in drafter_cfg or "name" not in drafter_cfg:
-        raise ConfigError("the drafter config needs `_target_` (the class) and `name`; see conf/drafter/sd.yaml")
-    cls = drafter_class(drafter_cfg.pop("_target_"))
-    method = drafter_cfg.pop("name")
-    verifier = drafter_cfg.pop("verifier", None)
-    verifier = None if verifier == cls.verifier else verifier
-    if verifier is not None:
-        method = f"{method}+{verifier}"  # another verifier on the same trees is another method
-    budget = Budget.from_config(conf["budget"])
-    SamplingParams(conf["sampling"]["temperature"], conf["sampling"]["top_k"], conf["sampling"]["top_p"])
-    if conf["sampling"]["max_new_tokens"] < 1:
-        raise ConfigError(f"sampling.max_new_tokens must be >= 1, got {conf['sampling']['max_new_tokens']}")
-    shapes = select_shapes(method, cls.shapes(budget, drafter_cfg), budget, conf["budget"].get("shape"))
+    rc = resolved(cfg)
     plans = []
-    for shape in shapes:
-        try:
-            drafter = cls(**shape)
-        except (TypeError, ValueError) as err:
-            raise ConfigError(f"drafter {method!r} rejects shape {shape}: {err}") from None
-        uses_draft = drafter.draft_length > 0
-        if verifier is not None:
-            drafter.verifier = verifier
-            verifier_for(drafter)  # refuse a verifier that is not exact on these trees before any model loads
-        ident = run_identity(conf, method, shape, uses_draft, inputs)
-        if verifier is not None:
-            ident["drafter"]["verifier"] = verifier
-        plans.append(RunPlan(method, cls, shape, ident,
-                             run_dir_for(Path(conf["out_dir"]), ident, budget if uses_draft else None), verifier))
+    for shape in rc.drafter.shapes:
+        uses_draft = rc.drafter.make(shape).draft_length > 0
+        ident = rc.identity(shape, uses_draft, inputs)
+        plans.append(RunPlan(rc.drafter.method, rc.drafter.cls, dict(shape), ident,
+                             run_dir_for(rc.out_dir, ident, rc.budget if uses_draft else None), rc.drafter.verifier))
     return plans
 
 
@@ -226,10 +166,6 @@ def prepare_prompts(examples: list[Example], tokenizer: Any, chat: bool, max_pro
     instruction that opens a prompt and the chat template's generation prompt stay whole (what a model sees when
     a long article is cut short). A limit too small for the template itself is a ConfigError.
     """
-    if max_prompt_tokens is not None and (isinstance(max_prompt_tokens, bool) or not isinstance(max_prompt_tokens, int)
-                                          or max_prompt_tokens < 1):
-        raise ConfigError(f"dataset.max_prompt_tokens must be a positive integer or null (no limit), got "
-                          f"{max_prompt_tokens!r}")
     prompts, cut = [], {}
     for ex in examples:
         ids = encode_prompt(tokenizer, chat, ex.prompt)
@@ -265,14 +201,15 @@ def check_context(prompts: list[tuple[Example, list[int]]], max_new: int, tree: 
                 "smaller budget.")
 
 
-def decode_prompt(engine: Engine, pair: ModelPair, ex: Example, ids: list[int], cfg: Mapping, task: str | None,
+def decode_prompt(engine: Engine, pair: ModelPair, ex: Example, ids: list[int], rc: RunConfig,
                   draft_length: int) -> dict:
     """Generate one prompt's continuation and return its record."""
-    gen = prompt_generator(cfg["seed"], ex.id, pair.target.device)
+    gen = prompt_generator(rc.seed, ex.id, pair.target.device)
     cuda = pair.target.device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    out = engine.generate(ids, cfg["sampling"]["max_new_tokens"], gen)
+    out = engine.generate(ids, rc.sampling.max_new_tokens, gen)
+    task = rc.dataset.task
     text = pair.decode(out.new_token_ids)
     return {
         "prompt_id": ex.id, "prompt_tokens": len(ids), "new_token_ids": out.new_token_ids, "text": text,
@@ -290,7 +227,7 @@ def decode_prompt(engine: Engine, pair: ModelPair, ex: Example, ids: list[int], 
     }
 
 
-def execute(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[int]]], cfg: Mapping,
+def execute(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[int]]], rc: RunConfig,
             truncated: Mapping[str, int] | None = None, extra: Mapping[str, Any] | None = None) -> dict | None:
     """Run (or resume, repair or skip) one planned run; returns its summary, or None if another process owns it.
 
@@ -303,10 +240,10 @@ def execute(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[in
             print(f"[rsd] another process is running {plan.run_dir} (it holds {lock.path}); leaving it to that "
                   "process and moving on to this job's next run", flush=True)
             return None
-        return _execute_owned(plan, pair, prompts, cfg, truncated or {}, extra or {})
+        return _execute_owned(plan, pair, prompts, rc, truncated or {}, extra or {})
 
 
-def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[int]]], cfg: Mapping,
+def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[int]]], rc: RunConfig,
                    truncated: Mapping[str, int], extra: Mapping[str, Any]) -> dict:
     """`execute` for the process holding the run's lock."""
     started = time.perf_counter()
@@ -316,11 +253,10 @@ def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, 
         print(f"[rsd] done already, skipping: {plan.run_dir}", flush=True)
         return done_summary
     drafter = plan.make_drafter()
-    params = SamplingParams(cfg["sampling"]["temperature"], cfg["sampling"]["top_k"], cfg["sampling"]["top_p"])
-    engine = Engine(pair.target, pair.draft if drafter.uses_draft_model else None, drafter, params, pair.eos_token_ids,
-                    pair.vocab_size)
+    engine = Engine(pair.target, pair.draft if drafter.uses_draft_model else None, drafter, rc.sampling.params,
+                    pair.eos_token_ids, pair.vocab_size)
     write_json_atomic(plan.run_dir / "run.json", {
-        "config": plan.identity, "method": plan.method, "shape": plan.shape, "seed": cfg["seed"],
+        "config": plan.identity, "method": plan.method, "shape": plan.shape, "seed": rc.seed,
         "target_params": pair.target_params, "draft_params": pair.draft_params, "environment": environment()})
     records_path = plan.run_dir / "records.jsonl"
     records, problems = scan_records(records_path, prompt_ids)
@@ -330,8 +266,8 @@ def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, 
         write_records_atomic(records_path, records)
         print(f"[rsd] rewrote {records_path} with its {len(records)} valid records", flush=True)
     done = {r["prompt_id"] for r in records}
-    task = cfg["dataset"].get("task")
-    logger = make_logger(cfg.get("logger") or {}, plan)
+    task = rc.dataset.task
+    logger = make_logger(dict(rc.logger), plan)
     todo = [(ex, ids) for ex, ids in prompts if ex.id not in done]
     if done:
         print(f"[rsd] resuming {plan.run_dir}: {len(done)} of {len(prompts)} prompts already recorded", flush=True)
@@ -341,7 +277,7 @@ def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, 
     if todo:
         engine.warm_up(todo[0][1])  # untimed, its own generator: no prompt's randomness or record is touched
     for ex, ids in bar:
-        record = decode_prompt(engine, pair, ex, ids, cfg, task, drafter.draft_length)
+        record = decode_prompt(engine, pair, ex, ids, rc, drafter.draft_length)
         if ex.id in truncated:
             record["prompt_tokens_before_truncation"] = truncated[ex.id]
         append_record(records_path, record)
@@ -351,7 +287,7 @@ def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, 
         if use_bar:
             bar.set_postfix(be=f"{running:.2f}")
         else:  # logs (SLURM, pipes): one plain line per prompt
-            print(f"[rsd] {tag} seed {cfg['seed']}: prompt {ex.id} ({len(records)}/{len(prompts)}) "
+            print(f"[rsd] {tag} seed {rc.seed}: prompt {ex.id} ({len(records)}/{len(prompts)}) "
                   f"{record['new_tokens']} tokens, block efficiency {record['block_efficiency']:.2f}, "
                   f"running {running:.2f}", file=sys.stderr, flush=True)
     by_id = {r["prompt_id"]: r for r in records}
@@ -361,10 +297,10 @@ def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, 
     summary = {
         "complete": True, "method": plan.method, "shape": plan.shape, "shape_tag": shape_tag(plan.shape),
         "draft_length": drafter.draft_length, "tree_size": drafter.max_tree_size,
-        "budget": cfg["budget"]["kind"] if drafter.draft_length else None,
-        "budget_value": Budget.from_config(cfg["budget"]).tag if drafter.draft_length else "-",
-        "model_pair": cfg["model_pair"]["name"], "dataset": cfg["dataset"]["name"], "task": task,
-        "sampling": cfg["sampling"], "seed": cfg["seed"],
+        "budget": rc.budget.kind if drafter.draft_length else None,
+        "budget_value": rc.budget.tag if drafter.draft_length else "-",
+        "model_pair": rc.model_pair.name, "dataset": rc.dataset.name, "task": task,
+        "sampling": dict(rc.resolved["sampling"]), "seed": rc.seed,
         "target_params": pair.target_params, "draft_params": pair.draft_params,
         **summarize_records(ordered, pair.draft_params, pair.target_params),
         "accuracy": corpus_score(task, [r["text"] for r in ordered], [ex.reference for ex, _ in prompts]),
@@ -380,29 +316,29 @@ def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, 
     return summary
 
 
-def run(cfg: DictConfig | Mapping) -> list[dict]:
-    """Plan, validate (before any model loads), then execute every run of `cfg`; returns the summaries of its runs
-    (less any another process holds). When every run is already complete, no model or tokenizer is loaded.
+def run(cfg: RunConfig | DictConfig | Mapping) -> list[dict]:
+    """Resolve (every check before any model loads), then execute every run of `cfg`; returns the summaries of its
+    runs (less any another process holds). When every run is already complete, no model or tokenizer is loaded.
 
     With `budget.select` at a fixed target compute, every shape first runs on the tuning prompts and only the best
     shape(s) run on the evaluation prompts (rsd.selection).
     """
-    conf = to_dict(cfg)
-    plans = plan_runs(conf)  # a bad config fails here, before the dataset is read
-    select = selection_config(conf["budget"]) if conf["budget"]["kind"] == "fixed_compute" else None
-    if select is not None and len(plans) > 1:
-        examples, tuning = split_tuning(load_examples({**conf["dataset"], "num_prompts": None}),
-                                        conf["dataset"].get("num_prompts"), select["prompts"])
-        tune_plans = plan_runs({**conf, "out_dir": str(Path(conf["out_dir"]) / "tuning")}, run_inputs(conf, tuning))
+    rc = resolved(cfg)  # a bad config fails here, before the dataset is read
+    select = rc.select if rc.budget.kind == "fixed_compute" else None
+    if select is not None and len(rc.drafter.shapes) > 1:
+        examples, tuning = split_tuning(load_examples({**rc.dataset.spec, "num_prompts": None}),
+                                        rc.dataset.num_prompts, select.prompts)
+        tune_rc = rc.with_out_dir(rc.out_dir / "tuning")
+        tune_plans = plan_runs(tune_rc, run_inputs(tune_rc, tuning))
     else:
-        examples, tuning, tune_plans = load_examples(conf["dataset"]), [], []
-    inputs = run_inputs(conf, examples)
-    plans = plan_runs(conf, inputs)
+        examples, tuning, tune_plans = load_examples(rc.dataset.spec), [], []
+    inputs = run_inputs(rc, examples)
+    plans = plan_runs(rc, inputs)
     prompt_ids, tuning_ids = [ex.id for ex in examples], [ex.id for ex in tuning]
     tuned = [complete_summary(p.run_dir, tuning_ids, quiet=True) for p in tune_plans]
     chosen = [(p, {}) for p in plans]
     if tune_plans and all(s is not None for s in tuned):
-        chosen = _selected(plans, tuned, select["top"], tuning_ids)
+        chosen = _selected(plans, tuned, select.top, tuning_ids)
         plans = [p for p, _ in chosen]
     finished = [complete_summary(p.run_dir, prompt_ids, quiet=True) for p in plans]
     tuning_note = f" (after {len(tune_plans)} tuning run(s) to choose them)" if tune_plans else ""
@@ -412,29 +348,34 @@ def run(cfg: DictConfig | Mapping) -> list[dict]:
         for plan in tune_plans + plans:
             print(f"[rsd] done already, skipping: {plan.run_dir}", flush=True)
         return finished
-    if conf.get("num_threads"):
-        torch.set_num_threads(conf["num_threads"])
+    if rc.num_threads:
+        torch.set_num_threads(rc.num_threads)
     need_draft = any(p.make_drafter().uses_draft_model for p in plans)
-    pair_cfg = conf["model_pair"]
     # Prompt lengths need only the tokenizer and the model configs: checked before any weights load.
-    prompts, truncated = prepare_prompts(examples + tuning, load_pair_tokenizer(pair_cfg),
-                                         bool(pair_cfg.get("chat")), conf["dataset"].get("max_prompt_tokens"))
-    check_context(prompts, conf["sampling"]["max_new_tokens"], max(p.make_drafter().max_tree_size for p in plans),
-                  pair_context_length(pair_cfg, need_draft))
+    prompts, truncated = prompts_for(rc, examples + tuning)
+    check_context(prompts, rc.sampling.max_new_tokens, max(p.make_drafter().max_tree_size for p in plans),
+                  pair_context_length(rc.model_pair.spec, need_draft))
     prompts, tune_prompts = prompts[: len(examples)], prompts[len(examples):]
-    pair = load_pair(pair_cfg, need_draft=need_draft)
-    if run_inputs(conf, examples) != inputs:  # loading fetched a hub model: its revision now names the runs
-        return run(conf)
+    pair = load_pair(rc.model_pair.spec, need_draft=need_draft)
+    if run_inputs(rc, examples) != inputs:  # loading fetched a hub model: its revision now names the runs
+        return run(rc)
     if tune_plans:
         tune_extra = {"selection": {"role": "tune", "prompts": tuning_ids}}
-        tuned = [_execute_or_record(p, pair, tune_prompts, conf, truncated, tune_extra) for p in tune_plans]
+        tuned = [_execute_or_record(p, pair, tune_prompts, rc, truncated, tune_extra) for p in tune_plans]
         for i, plan in enumerate(tune_plans):  # a tuning run another process holds: wait for it, then rank
             while tuned[i] is None:
                 time.sleep(2)
-                tuned[i] = _execute_or_record(plan, pair, tune_prompts, conf, truncated, tune_extra)
-        chosen = _selected(plans, tuned, select["top"], tuning_ids)
-    summaries = [_execute_or_record(p, pair, prompts, conf, truncated, extra) for p, extra in chosen]
+                tuned[i] = _execute_or_record(plan, pair, tune_prompts, rc, truncated, tune_extra)
+        chosen = _selected(plans, tuned, select.top, tuning_ids)
+    summaries = [_execute_or_record(p, pair, prompts, rc, truncated, extra) for p, extra in chosen]
     return [s for s in summaries if s is not None]
+
+
+def prompts_for(rc: RunConfig, examples: list[Example]) -> tuple[list[tuple[Example, list[int]]], dict[str, int]]:
+    """`prepare_prompts` with the config's tokenizer, chat template and dataset.max_prompt_tokens: the token ids a
+    run of `rc` decodes (calibration rebuilds them the same way)."""
+    return prepare_prompts(examples, load_pair_tokenizer(rc.model_pair.spec), rc.model_pair.chat,
+                           rc.dataset.max_prompt_tokens)
 
 
 def _selected(plans: list[RunPlan], tuned: list[dict], top: int, tuning_ids: list[str]
@@ -451,11 +392,11 @@ def _selected(plans: list[RunPlan], tuned: list[dict], top: int, tuning_ids: lis
             for p in plans if rank[shape_tag(p.shape)] <= top]
 
 
-def _execute_or_record(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[int]]], cfg: Mapping,
+def _execute_or_record(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[int]]], rc: RunConfig,
                        truncated: Mapping[str, int], extra: Mapping[str, Any]) -> dict | None:
     """`execute`, leaving an error.json with the traceback in the run directory when it fails."""
     try:
-        return execute(plan, pair, prompts, cfg, truncated, extra)
+        return execute(plan, pair, prompts, rc, truncated, extra)
     except Exception:
         plan.run_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(plan.run_dir / "error.json", {"config": plan.identity, "traceback": traceback.format_exc()})
@@ -482,5 +423,5 @@ def format_table(summaries: list[Mapping]) -> str:
     return "\n".join(lines + ["(tok/s: decode rate, tokens after the first step / seconds after it)"])
 
 
-__all__ = ["RunPlan", "append_record", "execute", "format_table", "plan_runs", "read_records", "run", "run_dir_for",
-           "run_identity", "run_inputs", "write_json_atomic"]
+__all__ = ["RunPlan", "append_record", "execute", "format_table", "plan_runs", "prompts_for", "read_records", "run",
+           "run_dir_for", "run_inputs", "to_dict", "write_json_atomic"]

@@ -1,7 +1,7 @@
 """Refuse a bad config before any model loads or any file is written.
 
-`validate_config` is the first thing `rsd.runner.plan_runs` does. Each problem raises a ConfigError whose message is
-one line: the key, the value, and what to do (README.md, Troubleshooting, lists them all).
+`validate_config` is the first thing `rsd.config.resolve_config` does. Each problem raises a ConfigError whose message
+is one line: the key, the value, and what to do (README.md, Troubleshooting, lists them all).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from rsd.errors import ConfigError
 from rsd.metrics import TASK_METRIC
 from rsd.models.embedded import EMBEDDED
 from rsd.models.spec import looks_like_local_path
+from rsd.selection import selection_config
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 DTYPES = ("float32", "float16", "bfloat16", "float64")
@@ -32,6 +33,13 @@ WANDB_ENV_MODES = ("online", "offline", "disabled", "shared", "dryrun", "run")  
 # Keys every drafter accepts, whatever its YAML declares (the verifier plug-in: docs/adding_a_drafter.md §4).
 DRAFTER_KEYS = ("_target_", "name", "verifier")
 TINY_ARCHS = ("llama", "opt")
+TINY_DTYPE = "float32"  # the tiny pairs are built in float32 whatever model_pair.dtype says
+BYTE_VOCAB = 258  # the tiny pairs' byte tokenizer: 256 bytes, BOS and EOS
+# The smallest positive temperature: dividing logits by less overflows float32 into NaN (1e-300 did); 0 is greedy.
+MIN_TEMPERATURE = 1e-3
+# torch threads per CPU core beyond which a run only slows down (num_threads=100000 was a MemoryError)
+THREADS_PER_CORE = 4
+SELECT_KEYS = ("prompts", "top")
 
 
 def validate_config(conf: dict) -> None:
@@ -40,12 +48,9 @@ def validate_config(conf: dict) -> None:
     _check_run(conf)
     _check_sampling(conf["sampling"])
     _check_dataset(conf["dataset"])
-    Budget.from_config(conf["budget"])
-    shape = conf["budget"].get("shape")
-    if shape is not None and not isinstance(shape, Mapping):
-        raise ConfigError(f"budget.shape={shape!r} must be a mapping of shape keys, e.g. "
-                          "budget=fixed_compute 'budget.shape={num_sequences:2}'")
+    _check_budget(conf["budget"])
     _check_model_pair(conf["model_pair"])
+    _check_drafter(conf.get("drafter") or {})
     _check_logger(conf.get("logger") or {})
     check_out_dir(conf["out_dir"])
 
@@ -66,6 +71,10 @@ def _check_run(conf: Mapping[str, Any]) -> None:
     if threads is not None and not (_is_int(threads) and threads >= 1):
         raise ConfigError(f"num_threads={threads!r} must be a positive integer (torch threads) or null for torch's "
                           "default")
+    if threads is not None and threads > THREADS_PER_CORE * (os.cpu_count() or 1):
+        raise ConfigError(f"num_threads={threads} is more than {THREADS_PER_CORE} torch threads per CPU core of this "
+                          "machine, which only slows a run down; use at most the core count, or null for torch's "
+                          "default")
 
 
 def _check_sampling(s: Mapping[str, Any]) -> None:
@@ -73,6 +82,9 @@ def _check_sampling(s: Mapping[str, Any]) -> None:
     if not (_is_number(t) and t >= 0):
         raise ConfigError(f"sampling.temperature={t!r} must be a finite number >= 0 (0 is greedy, 1 samples the "
                           "model's own distribution)")
+    if 0 < t < MIN_TEMPERATURE:
+        raise ConfigError(f"sampling.temperature={t!r} is below {MIN_TEMPERATURE:g}, where logits / T overflow; use "
+                          "sampling.temperature=0 for greedy decoding")
     k = s.get("top_k")
     if not (_is_int(k) and k >= 0):
         raise ConfigError(f"sampling.top_k={k!r} must be an integer >= 0 (0 disables top-k)")
@@ -89,10 +101,47 @@ def _check_dataset(d: Mapping[str, Any]) -> None:
     if n is not None and not (_is_int(n) and n >= 1):
         raise ConfigError(f"dataset.num_prompts={n!r} must be a positive integer, or null for every prompt of the "
                           "set")
+    cap = d.get("max_prompt_tokens")
+    if cap is not None and not (_is_int(cap) and cap >= 1):
+        raise ConfigError(f"dataset.max_prompt_tokens must be a positive integer (tokens kept of a longer prompt) or "
+                          f"null for no limit, got {cap!r}")
+    seed = d.get("shuffle_seed")
+    if seed is not None and not _is_int(seed):
+        raise ConfigError(f"dataset.shuffle_seed={seed!r} must be an integer (a reproducible random choice of "
+                          "prompts) or null for the file's order")
     task = d.get("task")
     if task is not None and task not in TASK_METRIC:
         raise ConfigError(f"dataset.task={task!r} is not a task rsd can score; use "
                           f"{', '.join(sorted(TASK_METRIC))}, or null to skip scoring")
+
+
+def _check_budget(b: Mapping[str, Any]) -> None:
+    Budget.from_config(b)
+    shape = b.get("shape")
+    if shape is not None and not isinstance(shape, Mapping):
+        raise ConfigError(f"budget.shape={shape!r} must be a mapping of shape keys, e.g. "
+                          "budget=fixed_compute 'budget.shape={num_sequences:2}'")
+    select = b.get("select")
+    if select is not None and not (isinstance(select, Mapping) and set(select) <= set(SELECT_KEYS)):
+        raise ConfigError(f"budget.select={select!r} must be null or a mapping with prompts (tuning prompts) and "
+                          "top (shapes kept), e.g. 'budget.select={prompts:4,top:1}'")
+    selection_config(b)
+
+
+def _check_tiny(m: Mapping[str, Any]) -> None:
+    target, dtype = m["target"], m.get("dtype")
+    if dtype not in (None, TINY_DTYPE):
+        raise ConfigError(f"model_pair.dtype={dtype!r} is ignored by the tiny pair {target!r}, which is built in "
+                          f"{TINY_DTYPE}: drop the override")
+    tiny = m.get("tiny") or {}
+    vocab, seed, std = tiny.get("vocab_size", BYTE_VOCAB), tiny.get("seed", 0), tiny.get("init_std", 0.02)
+    if not (_is_int(vocab) and vocab >= BYTE_VOCAB):
+        raise ConfigError(f"model_pair.tiny.vocab_size={vocab!r} must be an integer >= {BYTE_VOCAB} (the byte "
+                          "tokenizer's tokens)")
+    if not _is_int(seed):
+        raise ConfigError(f"model_pair.tiny.seed={seed!r} must be an integer (it seeds the random weights)")
+    if not (_is_number(std) and std > 0):
+        raise ConfigError(f"model_pair.tiny.init_std={std!r} must be a positive number (the weights' std)")
 
 
 def _check_model_pair(m: Mapping[str, Any]) -> None:
@@ -106,6 +155,7 @@ def _check_model_pair(m: Mapping[str, Any]) -> None:
         if tokenizer is not None:
             raise ConfigError(f"model_pair.tokenizer={tokenizer!r} is ignored by the tiny pair {target!r}, which uses "
                               "a byte tokenizer: drop the override")
+        _check_tiny(m)
     elif str(draft).startswith("tiny:"):
         raise ConfigError(f"model_pair.draft={draft!r} is a tiny model, which pairs only with a tiny target: use "
                           "model_pair=tiny_llama or model_pair=tiny_opt")
@@ -147,6 +197,28 @@ def _check_device(device: Any) -> None:
         raise ConfigError(f"model_pair.device={device!r} but MPS is not available here; use model_pair.device=auto")
     elif dev.type not in ("cpu", "cuda", "mps"):
         raise ConfigError(f"model_pair.device={device!r} is not supported; use auto, cpu, cuda or cuda:N")
+
+
+def _check_drafter(d: Mapping[str, Any]) -> None:
+    for key in ("_target_", "name"):
+        if not (isinstance(d.get(key), str) and d[key]):
+            raise ConfigError(f"drafter.{key}={d.get(key)!r}: the drafter config needs `_target_` (the class) and "
+                              "`name`; see conf/drafter/sd.yaml")
+    defaults = drafter_defaults().get(d["_target_"], {})
+    for key, value in d.items():
+        if _is_int(defaults.get(key)) and not _is_int(value):
+            raise ConfigError(f"drafter.{key}={value!r} must be an integer, like its default {defaults[key]} "
+                              "(not a bool, a fraction or a quoted number)")
+
+
+@functools.cache
+def drafter_defaults(conf_dir: Path = CONF_DIR) -> dict[str, dict[str, Any]]:
+    """{drafter `_target_`: its keys' values in conf/drafter/*.yaml}: the types a built-in drafter's keys take."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted((conf_dir / "drafter").glob("*.yaml")):
+        node = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        out.setdefault(str(node.get("_target_")), {}).update(node)
+    return out
 
 
 def _check_logger(lg: Mapping[str, Any]) -> None:
@@ -271,4 +343,5 @@ def _unknown(path: str, siblings: list[str], root: dict, listing: str, hint: str
                        "defines)")
 
 
-__all__ = ["check_known_keys", "check_out_dir", "known_keys", "looks_like_local_path", "validate_config"]
+__all__ = ["check_known_keys", "check_out_dir", "drafter_defaults", "known_keys", "looks_like_local_path",
+           "validate_config"]

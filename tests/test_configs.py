@@ -115,3 +115,25 @@ def test_experiment_scripts_exist_for_every_paper_preset():
     study = [p for p in PRESETS if p.startswith("fig_smollm2")]
     assert {p for p in PRESETS if p.startswith("fig_") and p not in study} == scripts
     assert study and all(f"experiment={p}" in (experiments / "study_embedded.sh").read_text() for p in study)
+
+
+def test_the_config_resolves_once_into_a_frozen_typed_object(tmp_path):
+    """RunConfig: typed fields (a Budget, SamplingParams, the drafter's shapes), immutable, and planning from it
+    gives the runs planning from Hydra's config gives."""
+    import dataclasses
+
+    from rsd.config import resolve_config
+
+    cfg = compose_cfg("drafter=spectr", "budget=fixed_compute", "budget.target_tokens=6", f"out_dir={tmp_path}",
+                      "budget.select={prompts:2}", "sampling.temperature=0.5")
+    rc = resolve_config(cfg)
+    assert rc.budget == Budget("fixed_compute", target_tokens=6, max_runs=64)
+    assert rc.sampling.params.temperature == 0.5 and rc.select.prompts == 2 and rc.select.top == 1
+    assert [dict(s) for s in rc.drafter.shapes] == [{"num_sequences": k, "draft_length": n}
+                                                    for k, n in [(1, 6), (2, 3), (3, 2), (6, 1)]]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rc.seed = 1
+    assert [(p.run_dir, p.identity) for p in plan_runs(rc)] == [(p.run_dir, p.identity) for p in plan_runs(cfg)]
+    tuning = rc.with_out_dir(tmp_path / "tuning")
+    assert [p.identity for p in plan_runs(tuning)] == [p.identity for p in plan_runs(rc)]
+    assert all(p.run_dir.is_relative_to(tmp_path / "tuning") for p in plan_runs(tuning))

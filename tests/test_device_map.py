@@ -1,4 +1,4 @@
-"""`model_pair.device_map` places a model through accelerate; the tree forward and cache compaction (CausalLM.keep)
+"""`model_pair.device_map` places a model through accelerate; the tree forward and cache compaction (CausalLM.compact)
 must give the logits of the single-device model's plain forward of each node's sequence. On CPU: "cpu" for
 everything, an explicit per-module map, and a split that offloads one decoder layer to disk (accelerate's hooks then
 move weights and activations: the dispatch path a multi-GPU map takes)."""
@@ -23,7 +23,7 @@ def two_steps(lm: CausalLM) -> list[tuple[torch.Tensor, list[int]]]:
     leaf = max(range(len(tree)), key=lambda v: (tree.depths[v], v))
     path = tree.path_to(leaf)[:2]
     root = len(prompt) - 1
-    lm.keep(torch.cat([torch.arange(root + 1), root + torch.tensor(path)]))
+    lm.compact(root + 1, root + torch.tensor(path))
     committed = prompt + [tree.tokens[v] for v in path] + [33]
     nxt = branching_tree(committed[-1])
     second = lm.forward(*tree_inputs(nxt, committed, lm.cached_len))[len(committed) - lm.cached_len - 1:]

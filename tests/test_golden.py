@@ -4,6 +4,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).parent / "golden"
 
 
@@ -15,8 +17,13 @@ def golden() -> dict:
 
 
 def test_records_equal_the_golden_fixture():
+    """Tokens and counters exactly; the exact expected yields to a relative 1e-5: they come from float32 target
+    laws, whose last digits depend on the matmul kernels a machine picks (seen up to 3e-6 apart on one VM type)."""
     want = json.loads((HERE / "tiny_records.json").read_text())
     got = golden()
     assert sorted(got) == sorted(want)
     for method in want:
-        assert got[method] == want[method], method
+        for g, w in zip(got[method], want[method], strict=True):
+            assert {k: v for k, v in g.items() if k != "expected_emitted"} == \
+                {k: v for k, v in w.items() if k != "expected_emitted"}, method
+            assert g["expected_emitted"] == pytest.approx(w["expected_emitted"], rel=1e-5), method

@@ -2,8 +2,9 @@
 
 import pytest
 
+from helpers import compose_cfg
+from rsd.config import resolve_config
 from rsd.models import hardware
-from rsd.runner import to_dict
 
 
 @pytest.mark.parametrize("flags, want", [(("avx2", "avx512f", "avx512_bf16"), "bfloat16"),
@@ -16,10 +17,11 @@ def test_auto_dtype_follows_the_cpu(monkeypatch, flags, want):
     assert hardware.resolve_dtype(None, "cpu") == "float32"
 
 
-def test_the_resolved_dtype_enters_the_config(monkeypatch):
-    monkeypatch.setattr(hardware, "cpu_flags", lambda: ("avx512_bf16",))
-    conf = to_dict({"model_pair": {"name": "smollm2", "dtype": "auto", "device": "cpu"}, "seed": 0})
-    assert conf["model_pair"]["dtype"] == "bfloat16"
+@pytest.mark.parametrize("flags, want", [(("avx512_bf16",), "bfloat16"), ((), "float32")])
+def test_the_resolved_dtype_enters_the_run_identity(monkeypatch, flags, want):
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: flags)
+    rc = resolve_config(compose_cfg("model_pair=smollm2", "model_pair.dtype=auto", "model_pair.device=cpu"))
+    assert rc.model_pair.spec["dtype"] == want and rc.identity({}, True)["model_pair"]["dtype"] == want
 
 
 def test_cpu_flags_reads_this_machine():

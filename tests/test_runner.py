@@ -7,9 +7,11 @@ import sys
 
 import pytest
 
+import rsd.drafters
 import rsd.runner
 from helpers import ROOT, compose_cfg
 from rsd.budgets import InfeasibleBudgetError
+from rsd.config import resolve_config
 from rsd.data import DatasetError
 from rsd.errors import ConfigError
 from rsd.models.embedded import ModelUnavailableError
@@ -148,3 +150,38 @@ def test_a_sweep_preset_without_multirun_says_so(tmp_path):
     assert one.returncode == 0, one.stderr
     assert "declares a sweep over" in one.stderr and "Add -m" in one.stderr
 
+
+
+def test_run_directories_and_identities_equal_the_golden_fixture():
+    """Refactors of the config resolution rename no run: directories and identities (key order too) as recorded."""
+    import importlib.util
+
+    golden = ROOT / "tests" / "golden"
+    spec = importlib.util.spec_from_file_location("make_run_dirs", golden / "make_run_dirs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    want = json.loads((golden / "run_dirs.json").read_text())
+    assert json.dumps(module.run_dirs()) == json.dumps(want)
+
+
+class ExplodingDrafter(rsd.drafters.SD):
+    """A user's drafter whose constructor fails with neither TypeError nor ValueError, over several lines."""
+
+    def __init__(self, draft_length):
+        raise RuntimeError("no GPU kernel for this shape\n  (details on a second line)")
+
+
+class ExplodingShapes(rsd.drafters.SD):
+    """A user's drafter whose `shapes` fails."""
+
+    @classmethod
+    def shapes(cls, budget, params):
+        raise KeyError("depth")
+
+
+@pytest.mark.parametrize("cls,words", [("ExplodingDrafter", "rejects shape {'draft_length': 4}: no GPU kernel"),
+                                       ("ExplodingShapes", "could not list its shapes for budget L4: KeyError")])
+def test_a_user_drafter_failing_anyhow_is_a_one_line_config_error(cls, words):
+    with pytest.raises(ConfigError) as info:
+        resolve_config(compose_cfg("drafter.name=mine", f"drafter._target_=test_runner.{cls}"))
+    assert words in str(info.value) and "\n" not in str(info.value)

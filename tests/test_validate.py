@@ -88,6 +88,23 @@ CASES = [
     Case(("+dataset.temperature=0.5",), "dataset.temperature"),
     Case(("+drafter.num_sequences=3",), "drafter.num_sequences"),
     Case(("+model_pair.revision=main",), "model_pair.revision"),
+    # type holes and late checks: each used to run mislabelled, or fail after the models loaded, hang or exhaust memory
+    Case(("drafter=rsd_c", "drafter.root_branching=2.7"), "drafter.root_branching"),
+    Case(("drafter=rsd_c", 'drafter.root_branching="2"'), "drafter.root_branching"),
+    Case(("drafter=spectr", "drafter.num_sequences=true"), "drafter.num_sequences"),
+    Case(("drafter=spectr", "drafter.num_sequences=2.5"), "drafter.num_sequences"),
+    Case(("model_pair=tiny_llama", "model_pair.dtype=float16"), "model_pair.dtype"),
+    Case(("model_pair=tiny_llama", "model_pair.tiny.vocab_size=2.5"), "model_pair.tiny.vocab_size"),
+    Case(("dataset.shuffle_seed=abc",), "dataset.shuffle_seed"),
+    Case(("dataset.max_prompt_tokens=0",), "dataset.max_prompt_tokens"),
+    Case(("budget=fixed_compute", "budget.select=5"), "budget.select"),
+    Case(("budget=fixed_compute", "budget.select={prompts:2.5}"), "budget.select.prompts"),
+    Case(("sampling.temperature=1e-300",), "sampling.temperature"),
+    Case(("num_threads=100000",), "num_threads"),
+    Case(("drafter=rsd_c", "budget.draft_length=1000000000000"), "budget.draft_length"),
+    Case(("drafter=spectr", "budget=fixed_compute", "budget.target_tokens=1000000000000"), "budget.max_runs"),
+    Case(("drafter=sd", "budget=fixed_compute", "budget.target_tokens=1000000000000"), "budget"),
+    Case(("drafter=rsd_c", "budget=fixed_compute", "budget.target_tokens=100000000"), "budget.max_depth"),
 ]
 
 

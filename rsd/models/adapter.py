@@ -77,15 +77,6 @@ class BufferLayer(DynamicLayer):
         self.length = prefix + m
         self._view()
 
-    def gather(self, slots: torch.Tensor) -> None:
-        """Keep only the entries at `slots`, in that order (a general gather, O(len(slots)))."""
-        idx = slots.to(self._kbuf.device)
-        k, v = self._kbuf.index_select(2, idx), self._vbuf.index_select(2, idx)
-        self._kbuf[:, :, : len(idx)] = k
-        self._vbuf[:, :, : len(idx)] = v
-        self.length = len(idx)
-        self._view()
-
 
 class CausalLM:
     """A causal LM with one KV cache (batch 1): tree-masked forward and cache compaction by move-and-crop."""
@@ -145,16 +136,5 @@ class CausalLM:
                 layer.compact(prefix, moved)
             else:
                 index = torch.cat([torch.arange(prefix, device=moved.device), moved]).to(layer.keys.device)
-                layer.keys = layer.keys.index_select(2, index)
-                layer.values = layer.values.index_select(2, index)
-
-    @torch.inference_mode()
-    def keep(self, slots: torch.Tensor) -> None:
-        """Keep only the cache entries at `slots` (in that order), dropping the rest."""
-        for layer in self.cache.layers:
-            if isinstance(layer, BufferLayer):
-                layer.gather(slots)
-            else:
-                index = slots.to(layer.keys.device)
                 layer.keys = layer.keys.index_select(2, index)
                 layer.values = layer.values.index_select(2, index)

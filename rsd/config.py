@@ -1,0 +1,210 @@
+"""Resolve Hydra's config once, at the edge, into a frozen typed `RunConfig`: every check happens here, before any
+model loads or any file is written, and the code after it reads typed fields, never the raw dict.
+
+`resolve_config` runs rsd.validate's checks (each a one-line ConfigError naming the key), imports the drafter class,
+counts and lists the tree shapes the budget asks for (a huge budget is refused by its count, in milliseconds) and
+builds every shape's drafter once. A run's identity (what names its directory) comes from `RunConfig.identity`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rsd.budgets import MAX_TREE_TOKENS, Budget, select_shapes
+from rsd.drafters.base import Drafter
+from rsd.errors import ConfigError, RsdError
+from rsd.models.hardware import resolve_dtype
+from rsd.plugins import import_object
+from rsd.sampling import SamplingParams
+from rsd.selection import selection_config
+from rsd.validate import validate_config
+from rsd.verify import verifier_for
+
+# Keys that do not change what a run computes: excluded from the run identity (and so from its directory name).
+NON_IDENTITY_KEYS = ("out_dir", "logger", "hydra")
+# Budget keys that only choose which shapes run (the shape itself is in the identity): a shape run by a sweep with a
+# depth limit, a pin or a higher run cap is the same run as without them.
+SHAPE_FILTER_KEYS = ("max_depth", "max_runs", "shape")
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The sampling transform and the generation length."""
+
+    temperature: float
+    top_k: int
+    top_p: float
+    max_new_tokens: int
+
+    @property
+    def params(self) -> SamplingParams:
+        return SamplingParams(self.temperature, self.top_k, self.top_p)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Which prompts a run decodes; `spec` is the dataset block rsd.data.load_examples reads."""
+
+    name: str
+    task: str | None
+    num_prompts: int | None
+    max_prompt_tokens: int | None
+    shuffle_seed: int | None
+    spec: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelPairConfig:
+    """The target/draft pair; `spec` is the model_pair block rsd.models.pairs loads from."""
+
+    name: str
+    target: str
+    draft: str | None
+    chat: bool
+    spec: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """`budget.select`: rank every shape on `prompts` tuning prompts, run the best `top` on the evaluation prompts."""
+
+    prompts: int
+    top: int
+
+
+@dataclass(frozen=True)
+class DrafterConfig:
+    """The drafter class, its method name (with `+verifier` when the YAML swaps the verifier) and its shapes."""
+
+    method: str
+    target: str
+    cls: type[Drafter]
+    verifier: str | None
+    shapes: tuple[Mapping[str, Any], ...]
+
+    def make(self, shape: Mapping[str, Any]) -> Drafter:
+        """A drafter of one shape (resolution built each one already, so this does not fail)."""
+        drafter = self.cls(**shape)
+        if self.verifier is not None:
+            drafter.verifier = self.verifier
+        return drafter
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A resolved, checked config. `resolved` is Hydra's config as plain data (without `hydra`), the provenance
+    runs record; read the typed fields instead."""
+
+    seed: int
+    num_threads: int | None
+    out_dir: Path
+    sampling: Sampling
+    dataset: Dataset
+    model_pair: ModelPairConfig
+    budget: Budget
+    select: Selection | None
+    drafter: DrafterConfig
+    logger: Mapping[str, Any]
+    resolved: Mapping[str, Any]
+
+    def with_out_dir(self, out_dir: Path) -> RunConfig:
+        """The same runs, with results below `out_dir` (the tuning runs of `budget.select`)."""
+        return replace(self, out_dir=out_dir, resolved={**self.resolved, "out_dir": str(out_dir)})
+
+    def identity(self, shape: Mapping[str, Any], uses_draft: bool, inputs: Mapping[str, Any] | None = None) -> dict:
+        """The part of the config that determines a run's results, with the concrete shape and `inputs`
+        (rsd.runner.run_inputs) filled in. A method without a draft (AR) does not depend on the budget, so one AR run
+        serves every budget of a sweep."""
+        cfg = copy.deepcopy(dict(self.resolved))
+        ident = {k: v for k, v in cfg.items() if k not in NON_IDENTITY_KEYS}
+        ident["drafter"] = {"name": self.drafter.method, "_target_": self.drafter.target,
+                            "shape": dict(shape)}
+        ident["budget"] = ({k: v for k, v in cfg["budget"].items() if k not in SHAPE_FILTER_KEYS} if uses_draft
+                           else None)
+        if inputs is not None:
+            ident["inputs"] = dict(inputs)
+        if self.drafter.verifier is not None:
+            ident["drafter"]["verifier"] = self.drafter.verifier
+        return ident
+
+
+def to_dict(cfg: DictConfig | Mapping) -> dict:
+    """Hydra's config (or a mapping) as plain, resolved data."""
+    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+
+
+def drafter_class(target: str) -> type[Drafter]:
+    """Import `package.module.Class` (the drafter YAML's `_target_`) and check it is a Drafter."""
+    cls = import_object(target, "drafter _target_", "is its package installed or on PYTHONPATH?")
+    if not (isinstance(cls, type) and issubclass(cls, Drafter)):
+        raise ConfigError(f"drafter _target_ {target!r} is not a subclass of rsd.drafters.Drafter")
+    return cls
+
+
+def resolve_config(cfg: DictConfig | Mapping) -> RunConfig:
+    """Check `cfg` (rsd.validate, then the drafter and its shapes) and return it typed; ConfigError on bad input."""
+    conf = {k: v for k, v in to_dict(cfg).items() if k != "hydra"}
+    validate_config(conf)
+    if conf["model_pair"].get("dtype") == "auto":  # made concrete here, so a run's identity names its real dtype
+        pair = conf["model_pair"]
+        conf["model_pair"] = {**pair, "dtype": resolve_dtype("auto", str(pair.get("device") or "auto"))}
+    s, d, m, b = conf["sampling"], conf["dataset"], conf["model_pair"], conf["budget"]
+    budget = Budget.from_config(b)
+    select = selection_config(b)
+    return RunConfig(
+        seed=conf["seed"], num_threads=conf.get("num_threads"), out_dir=Path(conf["out_dir"]),
+        sampling=Sampling(s["temperature"], s["top_k"], s["top_p"], s["max_new_tokens"]),
+        dataset=Dataset(d["name"], d.get("task"), d.get("num_prompts"), d.get("max_prompt_tokens"),
+                        d.get("shuffle_seed"), d),
+        model_pair=ModelPairConfig(m["name"], m["target"], m.get("draft"), bool(m.get("chat")), m),
+        budget=budget, select=Selection(select["prompts"], select["top"]) if select else None,
+        drafter=_resolve_drafter(conf["drafter"], budget, b.get("shape")),
+        logger=conf.get("logger") or {}, resolved=conf)
+
+
+def _resolve_drafter(drafter_cfg: Mapping[str, Any], budget: Budget, pin: Mapping[str, Any] | None
+                     ) -> DrafterConfig:
+    """The drafter class and every shape of it the budget asks for, each built once (so a drafter's own refusal,
+    whatever it raises, is a one-line ConfigError here)."""
+    params = dict(drafter_cfg)
+    target, method = params.pop("_target_"), params.pop("name")
+    cls = drafter_class(target)
+    verifier = params.pop("verifier", None)
+    verifier = None if verifier == cls.verifier else verifier
+    if verifier is not None:
+        method = f"{method}+{verifier}"  # another verifier on the same trees is another method
+    try:
+        listed = cls.shapes(budget, params)
+    except RsdError:
+        raise
+    except Exception as err:  # a user's drafter: its own words, on one line
+        raise ConfigError(f"drafter {method!r} could not list its shapes for budget {budget.tag}: "
+                          f"{type(err).__name__}: {_one_line(err)}") from None
+    shapes = select_shapes(method, listed, budget, pin)
+    drafters = DrafterConfig(method, target, cls, verifier, tuple(shapes))
+    for shape in shapes:
+        try:
+            drafter = drafters.make(shape)
+        except Exception as err:
+            raise ConfigError(f"drafter {method!r} rejects shape {shape}: {_one_line(err)}") from None
+        if drafter.max_tree_size > MAX_TREE_TOKENS:
+            raise ConfigError(f"drafter {method!r} with shape {shape} drafts {drafter.max_tree_size:,} tokens per "
+                              f"step, above {MAX_TREE_TOKENS:,} (more than any model's context holds): choose a "
+                              "smaller budget or shape")
+        if verifier is not None:
+            verifier_for(drafter)  # refuse a verifier that is not exact on these trees before any model loads
+    return drafters
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+__all__ = ["NON_IDENTITY_KEYS", "SHAPE_FILTER_KEYS", "Dataset", "DrafterConfig", "ModelPairConfig", "RunConfig",
+           "Sampling", "Selection", "drafter_class", "resolve_config", "to_dict"]
