@@ -479,10 +479,15 @@ def usefulness_check(name: str, drafter: Drafter, model_pair: str = "smollm2", p
     examples = load_builtin("dolly_builtin")[:prompts]
     sampling = SamplingParams(1.0)
     rows = {"ar": {"mean_accepted_length": 0.0, "block_efficiency": 1.0}}  # one token per call, by definition
+    setting = (f"{pair_note}, {len(examples)} dolly_builtin prompts x {max_new_tokens} new tokens, T=1, L={depth} "
+               "(a short smoke test, not a benchmark)")
     for method, d in ({f"sd (L={depth})": SD(depth), name: drafter}).items():
-        engine = Engine(pair.target, pair.draft, d, sampling, pair.eos_token_ids, pair.vocab_size)
-        outs = [engine.generate(pair.encode_prompt(ex.prompt), max_new_tokens,
-                                prompt_generator(0, ex.id, pair.target.device)) for ex in examples]
+        try:
+            engine = Engine(pair.target, pair.draft, d, sampling, pair.eos_token_ids, pair.vocab_size)
+            outs = [engine.generate(pair.encode_prompt(ex.prompt), max_new_tokens,
+                                    prompt_generator(0, ex.id, pair.target.device)) for ex in examples]
+        except Exception as err:  # noqa: BLE001 - the drafter's code may raise anything; say so in one line
+            return Usefulness(setting, rows, f"{method} raised {type(err).__name__}: {one_line(err)}")
         accepted = [a for out in outs for a in out.accepted_lengths]
         rows[method] = {"mean_accepted_length": sum(accepted) / len(accepted),
                         "block_efficiency": sum(len(o.new_token_ids) for o in outs) / sum(o.target_calls for o in outs)}
@@ -494,9 +499,16 @@ def usefulness_check(name: str, drafter: Drafter, model_pair: str = "smollm2", p
     if mine["block_efficiency"] < AR_MARGIN:
         problems.append(f"it does not beat AR (block efficiency {mine['block_efficiency']:.2f} < {AR_MARGIN})")
     warning = f"{name} is lossless but useless here: " + "; ".join(problems) if problems else None
-    setting = (f"{pair_note}, {len(examples)} dolly_builtin prompts x {max_new_tokens} new tokens, T=1, L={depth} "
-               "(a short smoke test, not a benchmark)")
     return Usefulness(setting, rows, warning)
+
+
+def one_line(err: BaseException) -> str:
+    """An exception's message on one line, with where in the user's code it was raised."""
+    import traceback
+
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return " ".join(str(err).split()) + where
 
 
 def _guarded(name: str, check: Callable[..., Check], *args) -> Check:
@@ -508,7 +520,7 @@ def _guarded(name: str, check: Callable[..., Check], *args) -> Check:
     except VerifierContractError as err:
         return Check(name, False, f"the verifier broke its contract: {err}")
     except Exception as err:  # noqa: BLE001 - user code may raise anything; the certificate must still be printed
-        return Check(name, False, f"raised {type(err).__name__}: {err}")
+        return Check(name, False, f"raised {type(err).__name__}: {one_line(err)}")
 
 
 def certify(name: str, drafter: Drafter, samples: int = 2000, sampling: tuple[SamplingParams, ...] = MC_SAMPLING,
@@ -567,6 +579,9 @@ def main(argv: list[str] | None = None) -> int:
     except RsdError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except Exception as err:  # noqa: BLE001 - the drafter's own code (its constructor, its shapes) raised
+        print(f"error: building the drafter raised {type(err).__name__}: {one_line(err)}", file=sys.stderr)
+        return 2
     certificates = []
     for name, drafter in drafters:
         cert = certify(name, drafter, args.samples, embedded=args.embedded, usefulness=not args.no_usefulness,
@@ -574,8 +589,13 @@ def main(argv: list[str] | None = None) -> int:
         print(cert.render(), flush=True)
         certificates.append(cert)
     if args.json:
-        args.json.write_text(json.dumps([{**asdict(c), "passed": c.passed} for c in certificates], indent=2,
-                                        default=str))
+        try:
+            args.json.write_text(json.dumps([{**asdict(c), "passed": c.passed} for c in certificates], indent=2,
+                                            default=str))
+        except OSError as err:
+            print(f"error: --json {args.json}: cannot write it ({err.strerror}); the certificate is printed above",
+                  file=sys.stderr)
+            return 2
     print(f"false-alarm rate per Monte Carlo check: {FALSE_ALARM:g}")
     return 0 if all(c.passed for c in certificates) else 1
 
