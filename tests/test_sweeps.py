@@ -171,3 +171,25 @@ def test_wandb_online_without_a_key_is_refused_before_the_run(tmp_path, monkeypa
     monkeypatch.setenv("WANDB_MODE", "online")
     with pytest.raises(ConfigError, match="WANDB_MODE=online needs a W&B API key"):
         run(compose_cfg("model_pair=tiny_llama", "logger=wandb", f"out_dir={tmp_path / 'w'}"))
+
+
+def test_two_sweeps_started_in_the_same_second_get_their_own_log_directories(tmp_path, monkeypatch):
+    import datetime
+    import itertools
+
+    from hydra import compose, initialize_config_dir
+
+    from helpers import CONF
+
+    ticks = itertools.count(1)
+
+    class SameSecond(datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime.datetime(2026, 1, 2, 3, 4, 5, next(ticks))  # always the same second
+
+    monkeypatch.setattr("hydra.core.utils.datetime", SameSecond)  # the clock of Hydra's ${now:} resolver
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        dirs = [str(compose(config_name="config", overrides=[f"out_dir={tmp_path}"], return_hydra_config=True)
+                    .hydra.sweep.dir) for _ in range(2)]
+    assert dirs[0] != dirs[1] and all(d.startswith(f"{tmp_path}/.hydra/multirun/2026-01-02_03-04-05") for d in dirs)
