@@ -1,5 +1,6 @@
 """A drafter from outside the package (examples/topk_tree): one class plus one YAML, certified and run."""
 
+import re
 import sys
 
 import pytest
@@ -128,3 +129,14 @@ def test_a_callable_that_is_not_a_verifier_is_refused():
     with pytest.raises(ConfigError, match=r"drafter.verifier='builtins.print' is not a Verifier"):
         get_verifier("builtins.print")
     assert get_verifier(f"{__name__}.ShrunkYield").name == "walk"
+
+
+def test_the_guides_class_snippet_runs_as_written():
+    """docs/adding_a_drafter.md section 1: the snippet, pasted alone into a fresh namespace, defines a drafter."""
+    section = (ROOT / "docs" / "adding_a_drafter.md").read_text().split("## 1.", 1)[1].split("## 2.", 1)[0]
+    [snippet] = re.findall(r"```python\n(.*?)```", section, re.S)
+    namespace: dict = {}
+    exec(compile(snippet, "adding_a_drafter.md", "exec"), namespace)
+    tree = DraftTree.with_root(7, "onehot")
+    namespace["TopKTree"]([2, 1]).build(tree, FixedLaws(torch.tensor([0.1, 0.6, 0.3])))
+    assert [tree.tokens[c] for c in tree.candidates[0]] == [1, 2]
