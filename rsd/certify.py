@@ -31,7 +31,7 @@ import torch
 
 from rsd.drafters import SD
 from rsd.drafters.base import Drafter
-from rsd.engine import DrafterContractError, Engine
+from rsd.engine import DrafterContractError, Engine, VerifierContractError
 from rsd.exact_engine import ContextTables, TableLM, engine_law, target_law, total_variation
 from rsd.oracles import (
     FALSE_ALARM,
@@ -200,18 +200,86 @@ def _engine_for(drafter: Drafter, params: SamplingParams, eos: tuple[int, ...], 
 T1 = SamplingParams(1.0)
 
 
+class _YieldLedger:
+    """The drafter's verifier, noting per call the step's tree and laws, the tokens emitted and its expected_yield."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.name, self.calls = inner, inner.name, []
+
+    def verify(self, tree, q, coins, eos):
+        path, emitted = self.inner.verify(tree, q, coins, eos)
+        key = (tuple(tree.tokens), tuple(tree.parents), q.numpy().tobytes(),
+               tuple((v, p.numpy().tobytes()) for v, p in sorted(tree.draft_probs.items())))
+        self.calls.append((key, len(emitted), self.inner.expected_yield(tree, q, eos)))
+        return path, emitted
+
+    def expected_yield(self, tree, q, eos):
+        return self.inner.expected_yield(tree, q, eos)
+
+
+def engine_law_and_yield_error(drafter: Drafter, params: SamplingParams, tables: ContextTables, eos: tuple[int, ...],
+                               max_new_tokens: int) -> tuple[dict[tuple[int, ...], float], float]:
+    """(the engine's exact emitted law, max over the steps' trees of |verifier.expected_yield - the enumerated mean
+    of the tokens its verify emits on that tree|), in one enumeration of every draw and coin."""
+    from rsd.exact_engine import EnumeratedDraws
+    from rsd.oracles import enumerate_outcomes
+
+    engine = _engine_for(drafter, params, eos, tables.vocab)(TableLM(tables, 0), TableLM(tables, 1))
+    engine.verifier = ledger = _YieldLedger(engine.verifier)
+
+    def run(coins) -> tuple[tuple[int, ...], tuple]:
+        ledger.calls = []
+        out = engine.generate([0], max_new_tokens, None, coins=coins, draws=EnumeratedDraws(coins))
+        return tuple(out.new_token_ids), tuple(ledger.calls)
+
+    law: dict[tuple[int, ...], float] = {}
+    reached: dict = {}  # tree key -> [probability mass reaching it, mass x tokens emitted, stated expected yield]
+    for (seq, calls), w in enumerate_outcomes(run, ENGINE_MAX_RUNS):
+        law[seq] = law.get(seq, 0.0) + w
+        for key, emitted, expected in calls:
+            acc = reached.setdefault(key, [0.0, 0.0, expected])
+            acc[0] += w
+            acc[1] += w * emitted
+    return law, max((abs(total / mass - expected) for mass, total, expected in reached.values()), default=0.0)
+
+
+def depth_limit_error(drafter: Drafter, vocab: int = 3) -> str | None:
+    """The first ctx.max_depth in 0..L-1 the drafter's `build` drafts past (a contract message), or None."""
+    from rsd.coins import RandomDraws
+    from rsd.engine import Generation, ModelDraftContext, check_drafted_tree
+    from rsd.tree import DraftTree
+
+    engine = _engine_for(drafter, T1, (), vocab)(*(TableLM(ContextTables(vocab, 0), role) for role in (0, 1)))
+    for depth in range(drafter.draft_length):
+        engine.reset()
+        tree = DraftTree.with_root(0, drafter.rule)
+        drafter.build(tree, ModelDraftContext(engine.draft, [0], T1, vocab, RandomDraws(torch.Generator()),
+                                              Generation(), engine.clock, depth))
+        try:
+            check_drafted_tree(tree, depth, drafter.name)
+        except DrafterContractError as err:
+            return str(err)
+    return None
+
+
 def engine_exact_check(drafter: Drafter, params: SamplingParams = T1, vocab: int = 3) -> Check:
-    """The exact whole-engine oracle: max TV between the engine's emitted law and the target's, over ENGINE_CASES."""
-    worst, cases = 0.0, []
+    """The exact whole-engine oracle: the drafter's depth limit at every ctx.max_depth < L, then max TV between the
+    engine's emitted law and the target's and max |expected_yield - enumerated mean| per tree, over ENGINE_CASES."""
+    worst, worst_yield, cases = 0.0, 0.0, []
     try:
+        broken = depth_limit_error(drafter, vocab)
+        if broken:
+            return Check("exact engine", False, f"the drafter broke its contract: {broken}")
         for kind, seed, eos, n in ENGINE_CASES:
             tables = ContextTables(vocab, seed, kind)
-            got = engine_law(_engine_for(drafter, params, eos, vocab), tables, [0], n, ENGINE_MAX_RUNS)
+            got, yield_err = engine_law_and_yield_error(drafter, params, tables, eos, n)
             err = total_variation(got, target_law(tables, params, [0], n, frozenset(eos)))
-            worst = max(worst, err)
-            cases.append({"kind": kind, "seed": seed, "eos": list(eos), "max_new_tokens": n, "tv": err})
-    except DrafterContractError as err:
-        return Check("exact engine", False, f"the drafter broke its contract: {err}")
+            worst, worst_yield = max(worst, err), max(worst_yield, yield_err)
+            cases.append({"kind": kind, "seed": seed, "eos": list(eos), "max_new_tokens": n, "tv": err,
+                          "expected_yield_error": yield_err})
+    except (DrafterContractError, VerifierContractError) as err:
+        return Check("exact engine", False, f"the {'drafter' if isinstance(err, DrafterContractError) else 'verifier'}"
+                     f" broke its contract: {err}")
     except TooManyOutcomes:
         return Check("exact engine", None, f"not applicable at this shape: more than {ENGINE_MAX_RUNS} outcomes per "
                      f"case; certify a narrower shape of the same drafter (e.g. 2 candidates per node; the oracle "
@@ -219,9 +287,10 @@ def engine_exact_check(drafter: Drafter, params: SamplingParams = T1, vocab: int
     except (NondeterministicExperiment, AttributeError) as err:
         return Check("exact engine", None, f"not applicable: the drafter draws outside ctx.draws ({err}); the "
                      "Monte Carlo oracles still cover it")
-    return Check("exact engine", worst <= EXACT_BOUND,
-                 f"max TV(engine, target) = {worst:.2e} ({len(cases)} cases: vocab {vocab}, context-dependent "
-                 f"tables, {ENGINE_CASES[0][3]} tokens, EOS and max_new_tokens cuts); bound {EXACT_BOUND:.0e}",
+    return Check("exact engine", max(worst, worst_yield) <= EXACT_BOUND,
+                 f"max TV(engine, target) = {worst:.2e}, max |expected_yield - enumerated mean| = {worst_yield:.2e} "
+                 f"({len(cases)} cases: vocab {vocab}, context-dependent tables, {ENGINE_CASES[0][3]} tokens, EOS and "
+                 f"max_new_tokens cuts, depth limits 0..L-1); bound {EXACT_BOUND:.0e}",
                  {"bound": EXACT_BOUND, "cases": cases})
 
 
@@ -410,10 +479,15 @@ def usefulness_check(name: str, drafter: Drafter, model_pair: str = "smollm2", p
     examples = load_builtin("dolly_builtin")[:prompts]
     sampling = SamplingParams(1.0)
     rows = {"ar": {"mean_accepted_length": 0.0, "block_efficiency": 1.0}}  # one token per call, by definition
+    setting = (f"{pair_note}, {len(examples)} dolly_builtin prompts x {max_new_tokens} new tokens, T=1, L={depth} "
+               "(a short smoke test, not a benchmark)")
     for method, d in ({f"sd (L={depth})": SD(depth), name: drafter}).items():
-        engine = Engine(pair.target, pair.draft, d, sampling, pair.eos_token_ids, pair.vocab_size)
-        outs = [engine.generate(pair.encode_prompt(ex.prompt), max_new_tokens,
-                                prompt_generator(0, ex.id, pair.target.device)) for ex in examples]
+        try:
+            engine = Engine(pair.target, pair.draft, d, sampling, pair.eos_token_ids, pair.vocab_size)
+            outs = [engine.generate(pair.encode_prompt(ex.prompt), max_new_tokens,
+                                    prompt_generator(0, ex.id, pair.target.device)) for ex in examples]
+        except Exception as err:  # noqa: BLE001 - the drafter's code may raise anything; say so in one line
+            return Usefulness(setting, rows, f"{method} raised {type(err).__name__}: {one_line(err)}")
         accepted = [a for out in outs for a in out.accepted_lengths]
         rows[method] = {"mean_accepted_length": sum(accepted) / len(accepted),
                         "block_efficiency": sum(len(o.new_token_ids) for o in outs) / sum(o.target_calls for o in outs)}
@@ -425,9 +499,16 @@ def usefulness_check(name: str, drafter: Drafter, model_pair: str = "smollm2", p
     if mine["block_efficiency"] < AR_MARGIN:
         problems.append(f"it does not beat AR (block efficiency {mine['block_efficiency']:.2f} < {AR_MARGIN})")
     warning = f"{name} is lossless but useless here: " + "; ".join(problems) if problems else None
-    setting = (f"{pair_note}, {len(examples)} dolly_builtin prompts x {max_new_tokens} new tokens, T=1, L={depth} "
-               "(a short smoke test, not a benchmark)")
     return Usefulness(setting, rows, warning)
+
+
+def one_line(err: BaseException) -> str:
+    """An exception's message on one line, with where in the user's code it was raised."""
+    import traceback
+
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return " ".join(str(err).split()) + where
 
 
 def _guarded(name: str, check: Callable[..., Check], *args) -> Check:
@@ -436,8 +517,10 @@ def _guarded(name: str, check: Callable[..., Check], *args) -> Check:
         return check(*args)
     except DrafterContractError as err:
         return Check(name, False, f"the drafter broke its contract: {err}")
+    except VerifierContractError as err:
+        return Check(name, False, f"the verifier broke its contract: {err}")
     except Exception as err:  # noqa: BLE001 - user code may raise anything; the certificate must still be printed
-        return Check(name, False, f"raised {type(err).__name__}: {err}")
+        return Check(name, False, f"raised {type(err).__name__}: {one_line(err)}")
 
 
 def certify(name: str, drafter: Drafter, samples: int = 2000, sampling: tuple[SamplingParams, ...] = MC_SAMPLING,
@@ -496,6 +579,9 @@ def main(argv: list[str] | None = None) -> int:
     except RsdError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except Exception as err:  # noqa: BLE001 - the drafter's own code (its constructor, its shapes) raised
+        print(f"error: building the drafter raised {type(err).__name__}: {one_line(err)}", file=sys.stderr)
+        return 2
     certificates = []
     for name, drafter in drafters:
         cert = certify(name, drafter, args.samples, embedded=args.embedded, usefulness=not args.no_usefulness,
@@ -503,8 +589,13 @@ def main(argv: list[str] | None = None) -> int:
         print(cert.render(), flush=True)
         certificates.append(cert)
     if args.json:
-        args.json.write_text(json.dumps([{**asdict(c), "passed": c.passed} for c in certificates], indent=2,
-                                        default=str))
+        try:
+            args.json.write_text(json.dumps([{**asdict(c), "passed": c.passed} for c in certificates], indent=2,
+                                            default=str))
+        except OSError as err:
+            print(f"error: --json {args.json}: cannot write it ({err.strerror}); the certificate is printed above",
+                  file=sys.stderr)
+            return 2
     print(f"false-alarm rate per Monte Carlo check: {FALSE_ALARM:g}")
     return 0 if all(c.passed for c in certificates) else 1
 

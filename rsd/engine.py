@@ -111,6 +111,10 @@ class DrafterContractError(RsdError, RuntimeError):
     """A drafter broke the contract of `rsd.drafters.base.Drafter` (the message names the drafter and the rule)."""
 
 
+class VerifierContractError(RsdError, RuntimeError):
+    """A verifier broke the contract of `rsd.verify.base.Verifier` (the message names the verifier and the rule)."""
+
+
 class ModelDraftContext:
     """The engine's `rsd.drafters.base.DraftContext`: draft distributions of tree nodes (one draft forward per call)
     and `draws`, the only randomness a drafter may use (rsd.coins.Draws).
@@ -194,6 +198,40 @@ def check_drafted_tree(tree: DraftTree, max_depth: int | None, drafter: str) -> 
                                    "returned for that node")
 
 
+def check_verified(tree: DraftTree, path: list[int], emitted: list[int], eos: frozenset[int], vocab_size: int,
+                   verifier: str) -> None:
+    """The verifier's output obeys its contract: `path` descends from the root's child, one node per level, and
+    `emitted` is the path's tokens plus exactly one more token (none after an accepted EOS), each in [0, vocab_size).
+    Pure Python on the lists: no host sync."""
+    def fail(rule: str) -> VerifierContractError:
+        return VerifierContractError(f"verifier {verifier!r} returned path {path!r} and tokens {emitted!r}, which "
+                                     f"breaks its contract: {rule}")
+
+    if not isinstance(path, (list, tuple)) or not isinstance(emitted, (list, tuple)):
+        raise fail("verify must return (a list of accepted nodes, a list of emitted tokens)")
+    parent = 0
+    for v in path:
+        if not isinstance(v, int) or not 0 < v < len(tree) or tree.parents[v] != parent:
+            raise fail(f"the accepted nodes must be a path of the drafted tree ({len(tree)} nodes) from a child of "
+                       "the root (node 0, excluded) down, each node a child of the one before")
+        parent = v
+    tokens = [tree.tokens[v] for v in path]
+    extra = 0 if tokens and tokens[-1] in eos else 1
+    if list(emitted[: len(tokens)]) != tokens or len(emitted) != len(tokens) + extra:
+        raise fail("the emitted tokens must be the accepted nodes' tokens plus one more token (none after an "
+                   "accepted EOS)")
+    if any(not isinstance(t, int) or not 0 <= t < vocab_size for t in emitted[len(tokens):]):
+        raise fail(f"an emitted token must be an int in [0, {vocab_size})")
+
+
+def check_expected_yield(value: float, tree: DraftTree, verifier: str) -> None:
+    """A step's expected yield lies in [1, depth + 1] (at least the bonus or residual token, at most a whole path)."""
+    if not 1.0 - 1e-9 <= value <= tree.depth + 1.0 + 1e-9:
+        raise VerifierContractError(f"verifier {verifier!r}: expected_yield returned {value!r} on a tree of depth "
+                                    f"{tree.depth}; it must be the exact expected number of emitted tokens, in "
+                                    f"[1, {tree.depth + 1}]")
+
+
 def tree_inputs(tree: DraftTree, committed: list[int], cached: int
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Tokens, position ids and attention [q, cached + q] for [committed[cached:], tree nodes 1..n-1].
@@ -227,6 +265,7 @@ class Engine:
         self.vocab_size = vocab_size
         self.clock = _Stopwatch(target.device)
         self.verifier = verifier_for(drafter)
+        self.verifier_name = str(getattr(drafter, "verifier", "walk"))
 
     def generate(self, prompt_ids: list[int], max_new_tokens: int, gen: torch.Generator | None,
                  coins: Coins | None = None, draws: Draws | None = None) -> Generation:
@@ -249,7 +288,9 @@ class Engine:
             out.accepted_lengths.append(len(step.path))
             stop = False
             paused = self.clock.now()  # the exact expectation is bookkeeping, not decoding: kept out of wall_s
-            out.expected_emitted.append(self.verifier.expected_yield(step.tree, step.q, self.eos))
+            expected = self.verifier.expected_yield(step.tree, step.q, self.eos)
+            check_expected_yield(expected, step.tree, self.verifier_name)
+            out.expected_emitted.append(expected)
             self._record_root(step, out)
             t0 += self.clock.now() - paused
             for token in step.emitted[: max_new_tokens - len(out.new_token_ids)]:
@@ -323,6 +364,7 @@ class Engine:
             check_drafted_tree(tree, max_depth, self.drafter.name)
         q = self._score(tree, committed, out)
         path, emitted = self.verifier.verify(tree, q, coins if coins is not None else RandomCoins(gen), self.eos)
+        check_verified(tree, path, emitted, self.eos, self.vocab_size, self.verifier_name)
         self._compact(tree, committed, path, ctx)
         return Step(tree, q, path, emitted)
 

@@ -59,6 +59,17 @@ def wandb_mode(configured: str | None) -> str:
     return configured
 
 
+def check_wandb_credentials(cfg: Mapping[str, Any]) -> None:
+    """Refuse (ConfigError) a wandb logger that would run online without an API key, before the run starts."""
+    if cfg.get("name", "none") != "wandb" or wandb_mode(cfg.get("mode", "auto")) != "online" or has_wandb_key():
+        return
+    from rsd.errors import ConfigError
+
+    source = "WANDB_MODE=online" if os.environ.get("WANDB_MODE") else f"logger.mode={cfg.get('mode')}"
+    raise ConfigError(f"{source} needs a W&B API key and none is set (WANDB_API_KEY or `wandb login`): log in, or "
+                      "use logger.mode=offline (sync later with `wandb sync`)")
+
+
 class WandbLogger:
     """One wandb run per harness run: the resolved config, per-prompt metrics, and the summary."""
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from rsd.budgets import Budget
 from rsd.errors import RsdError
+from rsd.models.spec import looks_like_local_path
 from rsd.sweep import CONF_DIR, expand_jobs
 
 PAPER_MODELS = CONF_DIR / "paper_models.yaml"
@@ -83,6 +84,7 @@ class SweepPlan:
     unknown_prompts: bool = False
     gpus_requested: int | None = None
     gpus_visible: int = 0
+    job_memory_gb: float | None = None  # CPU memory per job the launcher requests (hydra.launcher.mem_gb)
     problems: list[str] = field(default_factory=list)    # missing or not fitting: the whole sweep is refused
     job_errors: list[str] = field(default_factory=list)  # invalid jobs: they fail alone, the others run
 
@@ -165,7 +167,7 @@ def model_config(spec: str, tiny: tuple = ()) -> tuple[Any, str]:
             from rsd.models.embedded import cache_root
 
             path = cache_root() / name
-    elif Path(spec).expanduser().is_dir():
+    elif Path(spec).expanduser().exists() or looks_like_local_path(spec):
         path = Path(spec).expanduser()
     else:
         from huggingface_hub import try_to_load_from_cache
@@ -173,7 +175,10 @@ def model_config(spec: str, tiny: tuple = ()) -> tuple[Any, str]:
         cached = try_to_load_from_cache(spec, "config.json")
         path = Path(cached).parent if isinstance(cached, str) else None
     if path is not None and (path / "config.json").is_file():
-        return AutoConfig.from_pretrained(path), "config.json"
+        try:
+            return AutoConfig.from_pretrained(path), "config.json"
+        except (OSError, ValueError, KeyError):
+            pass  # a broken config.json: model_status already reports the model as unavailable, with the reason
     facts = paper_table().get(spec)
     if facts:
         facts = dict(facts)
@@ -232,10 +237,37 @@ def host_memory() -> float:
     return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
+def _count_gpus(value: Any) -> int | None:
+    """GPUs in a submitit value: an int, or a 'TYPE:N' / 'gpu:TYPE:N' string (SLURM's --gpus-per-node / --gres)."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if text.startswith("gpu") or ":" in text:
+        text = text.rpartition(":")[2]
+    return int(text) if text.isdigit() else None
+
+
+RESOURCE_KEYS = ("gpus_per_node", "gpus_per_task", "tasks_per_node", "gres", "mem_gb")  # read by launcher_resources
+
+
+def launcher_resources(launcher: Mapping[str, Any]) -> tuple[int | None, float | None]:
+    """(GPUs per job, CPU memory per job in GB) a Hydra launcher config requests (submitit: gpus_per_node, else
+    gpus_per_task x tasks_per_node, else a gres 'gpu:N'; mem_gb); None where it says nothing."""
+    gpus = _count_gpus(launcher.get("gpus_per_node"))
+    if gpus is None and _count_gpus(launcher.get("gpus_per_task")) is not None:
+        gpus = _count_gpus(launcher["gpus_per_task"]) * int(launcher.get("tasks_per_node") or 1)
+    if gpus is None and str(launcher.get("gres") or "").startswith("gpu"):
+        gpus = _count_gpus(launcher["gres"])
+    mem = launcher.get("mem_gb")
+    return gpus, float(mem) if mem is not None else None
+
+
 def estimate_pair(mp: Mapping[str, Any], target: ModelInfo, draft: ModelInfo | None, prompt: int | None,
-                  generated: int, gpus_requested: int | None) -> PairEstimate | None:
+                  generated: int, gpus_requested: int | None, job_memory_gb: float | None = None
+                  ) -> PairEstimate | None:
     """Memory a pair needs (weights + KV cache + prefill logits) for a prompt of `prompt` tokens (None: the full
-    context) plus `generated` = max_new_tokens + tree positions, against the devices the job gets."""
+    context) plus `generated` = max_new_tokens + tree positions, against the devices the job gets (the launcher's
+    GPUs and memory when it requests them, else this machine's)."""
     if target.config is None or target.params is None:
         return None
     dtype = str(mp.get("dtype") or "float32")
@@ -250,7 +282,9 @@ def estimate_pair(mp: Mapping[str, Any], target: ModelInfo, draft: ModelInfo | N
     device = str(mp.get("device") or "auto")
     n_gpus = gpus_requested if gpus_requested is not None else visible
     if device == "cpu" or n_gpus == 0:
-        capacity, devices = USABLE * host_memory(), f"CPU RAM {host_memory() / GB:.0f} GB"
+        ram = job_memory_gb * GB if job_memory_gb is not None else host_memory()
+        capacity = USABLE * ram
+        devices = f"CPU RAM {ram / GB:.0f} GB" + (" (hydra.launcher.mem_gb)" if job_memory_gb is not None else "")
         needed = None
     else:
         used = n_gpus if mp.get("device_map") else 1
@@ -276,15 +310,21 @@ def dataset_key(ds: Mapping[str, Any]) -> str:
     return f"{ds['name']} ({ds['hub_id']}, {ds.get('split')})" if ds.get("source") == "hub" else str(ds["name"])
 
 
-def build_plan(overrides: list[str]) -> SweepPlan:
-    """Compose every job of the sweep, plan its runs (validation included) and check what they need."""
+SKIPPABLE = ("memory", "models", "datasets")  # the checks build_plan may be told to skip
+
+
+def build_plan(overrides: list[str], launcher: Mapping[str, Any] | None = None,
+               skip: frozenset[str] = frozenset()) -> SweepPlan:
+    """Compose every job of the sweep, plan its runs (validation included) and check what they need: memory against
+    `launcher` (the launcher config the jobs get; by default the one the overrides compose), models and datasets.
+    A check named in `skip` (see SKIPPABLE) is still printed but refuses nothing."""
     from rsd.data import dataset_status
     from rsd.runner import plan_runs
 
     overrides = [o for o in overrides if o not in ("-m", "--multirun", "--plan")]
     jobs, confs, hydra_cfg = compose_jobs(overrides)
-    launcher = hydra_cfg.get("launcher") or {}
-    plan = SweepPlan(overrides, len(jobs), gpus_requested=launcher.get("gpus_per_node"))
+    gpus, job_memory = launcher_resources(launcher if launcher is not None else hydra_cfg.get("launcher") or {})
+    plan = SweepPlan(overrides, len(jobs), gpus_requested=gpus, job_memory_gb=job_memory)
     plan.gpus_visible = gpu_memory()[0]
     seen_dirs: set[str] = set()
     pairs: dict[str, dict] = {}  # per model pair: the largest draft tree, max_new_tokens and prompt bound it meets
@@ -335,20 +375,21 @@ def build_plan(overrides: list[str]) -> SweepPlan:
         draft = plan.models.get(str(mp["draft"])) if uses_draft and mp.get("draft") else None
         if str(mp["target"]).startswith("tiny:") and uses_draft:
             draft = model_info(str(mp["draft"]), tiny, 1)
-        est = estimate_pair(mp, target, draft, need["prompt"], need["max_new"] + need["tree"], plan.gpus_requested)
+        est = estimate_pair(mp, target, draft, need["prompt"], need["max_new"] + need["tree"], plan.gpus_requested,
+                            plan.job_memory_gb)
         if est is not None:
             plan.pairs.append(est)
-            if not est.fits:
+            if not est.fits and "memory" not in skip:
                 fix = (f"request {est.gpus_needed} GPUs (hydra.launcher.gpus_per_node={est.gpus_needed}) with "
                        f"model_pair.device_map=auto" if est.gpus_needed else "run it on GPUs")
                 plan.problems.append(f"model pair {est.name} needs {est.need:.1f} GB in {est.dtype} but gets "
                                      f"{est.capacity:.1f} GB ({est.devices}, {USABLE:.0%} usable): {fix}, or choose "
                                      "a smaller pair")
     for spec, info in plan.models.items():
-        if not info.available:
+        if not info.available and "models" not in skip:
             plan.problems.append(f"model {spec}: {info.where}")
     for key, (ok, how) in plan.datasets.items():
-        if not ok:
+        if not ok and "datasets" not in skip:
             plan.problems.append(f"dataset {key}: {how}")
     return plan
 

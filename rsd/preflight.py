@@ -7,12 +7,14 @@
 
 Before `python run.py -m ...` launches any job it builds the sweep's plan (rsd.plan): every job validated, each
 distinct model and dataset checked once (embedded, local path, cache, or a short TCP check of the hub), each pair's
-memory against the GPUs requested. It prints the number of runs planned; when anything is missing or does not fit it
+memory against the resources the launcher requests for each job (hydra.launcher.gpus_per_node, mem_gb: a SLURM job's,
+not the submitting machine's). It prints the number of runs planned; when anything is missing or does not fit it
 prints one message listing all of it with the fix and exits with status 2, so no job is queued. A job with an
 invalid config is only reported: it fails alone when launched and the other jobs keep their results. With the local
 launcher a refused job prints one `[rsd] refused job ...` line (run.py, no traceback) and the sweep, once every other
-job has run, exits with status 2 listing the refused jobs. RSD_SKIP_PREFLIGHT=1 skips the plan (e.g. when only the
-compute nodes can see the model cache); the sweep directory is checked in any case (an out_dir that is a file).
+job has run, exits with status 2 listing the refused jobs. RSD_SKIP_PREFLIGHT names checks to skip, comma-separated:
+`memory`, `models` (e.g. when only the compute nodes see the model cache), `datasets`; `1` skips the whole plan. The
+sweep directory is checked in any case (an out_dir that is a file).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from rsd.errors import ConfigError
-from rsd.plan import build_plan, format_plan
+from rsd.plan import RESOURCE_KEYS, SKIPPABLE, build_plan, format_plan
 from rsd.validate import check_out_dir
 
 REFUSED: list[str] = []  # jobs of this sweep refused in this process (run.py), listed again when the sweep ends
@@ -38,6 +40,20 @@ def refuse_job(overrides: list[str], err: Exception) -> None:
     print(f"[rsd] refused {line}", file=sys.stderr)
 
 
+def skipped_checks(value: str) -> frozenset[str]:
+    """The checks RSD_SKIP_PREFLIGHT=`value` skips: every one for 1/true/yes/on/all, else the comma-separated names
+    of SKIPPABLE (a ConfigError for another name)."""
+    value = value.strip().lower()
+    if value in ("1", "true", "yes", "on", "all"):
+        return frozenset(SKIPPABLE)
+    names = frozenset(n.strip() for n in value.split(",") if n.strip() and n.strip() not in ("0", "false", "no", "off"))
+    unknown = sorted(names - set(SKIPPABLE))
+    if unknown:
+        raise ConfigError(f"RSD_SKIP_PREFLIGHT={value}: unknown check(s) {unknown}; name some of {list(SKIPPABLE)} "
+                          "(comma-separated) or 1 for all")
+    return names
+
+
 class PreflightOnSweepStart(Callback):
     """Refuse a sweep before any job launches when something it needs is missing or cannot fit."""
 
@@ -45,16 +61,18 @@ class PreflightOnSweepStart(Callback):
         REFUSED.clear()
         try:
             check_out_dir(str(config.hydra.sweep.dir), key="hydra.sweep.dir (the sweep's logs, below out_dir)")
+            skip = skipped_checks(os.environ.get("RSD_SKIP_PREFLIGHT", ""))
         except ConfigError as err:
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
-        if os.environ.get("RSD_SKIP_PREFLIGHT", "").strip().lower() in ("1", "true", "yes", "on"):
+        if skip == set(SKIPPABLE):
             return
-        plan = build_plan(list(config.hydra.overrides.task))
+        launcher = {key: config.hydra.launcher.get(key) for key in RESOURCE_KEYS}  # the jobs' resources, not ours
+        plan = build_plan(list(config.hydra.overrides.task), launcher, skip)
         if plan.problems:
             print(format_plan(plan), file=sys.stderr)
             print("[rsd] sweep refused before launching any job (python -m rsd.plan ... prints this plan; "
-                  "RSD_SKIP_PREFLIGHT=1 skips the check)", file=sys.stderr)
+                  f"RSD_SKIP_PREFLIGHT={','.join(SKIPPABLE)} or a part of it skips those checks)", file=sys.stderr)
             sys.exit(2)
         for err in plan.job_errors:
             print(f"[rsd] pre-flight: will fail: {err}", file=sys.stderr)

@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 
 from rsd.budgets import Budget
 from rsd.errors import ConfigError
+from rsd.logger import check_wandb_credentials
 from rsd.metrics import TASK_METRIC
 from rsd.models.embedded import EMBEDDED
 from rsd.models.spec import looks_like_local_path
@@ -235,6 +236,7 @@ def _check_logger(lg: Mapping[str, Any]) -> None:
     if env and env not in WANDB_ENV_MODES:
         raise ConfigError(f"the environment variable WANDB_MODE={env!r} is not a wandb mode: set it to online, "
                           "offline or disabled, or unset it to use logger.mode")
+    check_wandb_credentials(lg)
 
 
 def check_out_dir(out_dir: Any, key: str = "out_dir") -> None:

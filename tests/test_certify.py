@@ -3,8 +3,16 @@
 import pytest
 from test_verifiers import traversal_with
 
-from rsd.certify import MC_SAMPLING, certify, compose_drafters, engine_exact_check, main, monte_carlo_check
-from rsd.drafters import RSDC, TV
+from rsd.certify import (
+    MC_SAMPLING,
+    certify,
+    compose_drafters,
+    engine_exact_check,
+    main,
+    monte_carlo_check,
+    usefulness_check,
+)
+from rsd.drafters import RSDC, SD, TV
 from rsd.sampling import SamplingParams
 
 BUILTIN = ["ar", "sd", "bv", "specinfer", "spectr", "rsd_c", "tv", "rsd_s", "pld"]
@@ -119,3 +127,23 @@ def test_cli_exit_codes(capsys):
     assert main(["drafter=sd", "--samples", "300", "--table-samples", "300", "--no-usefulness"]) == 0
     assert "RESULT: PASS" in capsys.readouterr().out
     assert main(["drafter=nonexistent"]) != 0
+
+
+class RaisesInShapes(SD):
+    @classmethod
+    def shapes(cls, budget, params):
+        raise RuntimeError("my shapes\nhave a bug")
+
+
+class RaisesInBuild(SD):
+    def build(self, tree, ctx):
+        raise KeyError("my build has a bug")
+
+
+def test_an_error_in_the_drafters_code_is_one_line_not_a_traceback(capsys):
+    assert main(["drafter=sd", f"drafter._target_={__name__}.RaisesInShapes", "--no-usefulness"]) == 2
+    err = capsys.readouterr().err
+    assert "building the drafter raised RuntimeError: my shapes have a bug (at test_certify.py:" in err
+    assert len(err.strip().splitlines()) == 1
+    report = usefulness_check("broken", RaisesInBuild(2), model_pair="tiny_llama", prompts=1, max_new_tokens=4)
+    assert "broken raised KeyError: 'my build has a bug' (at test_certify.py:" in report.render()

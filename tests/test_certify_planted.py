@@ -101,8 +101,11 @@ def test_exact_engine_oracle_catches_drafter_law_bugs(bug):
     assert check.passed is False, check.summary
 
 
-def test_drafting_past_max_depth_breaks_the_contract():
-    check = engine_exact_check(DeepSD(4))
+@pytest.mark.parametrize("length", [1, 4])
+def test_drafting_past_max_depth_breaks_the_contract(length):
+    """At L = 1 the engine never asks for fewer levels than L (a step with no level left drafts nothing), so only
+    the direct probe of every ctx.max_depth below L catches it."""
+    check = engine_exact_check(DeepSD(length))
     assert check.passed is False and "max_depth" in check.summary
 
 

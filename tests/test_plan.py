@@ -102,6 +102,7 @@ def test_model_status_sources(tmp_path, monkeypatch):
     ok, where = pairs.model_status("rsd-test/absent-model")
     assert not ok and "HF_HUB_OFFLINE is set" in where and "hf download rsd-test/absent-model" in where
     (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
     assert pairs.model_status(str(tmp_path / "m"))[0]
     assert not pairs.model_status(str(tmp_path / "nowhere"))[0]
     monkeypatch.delenv("HF_HUB_OFFLINE")
@@ -143,3 +144,66 @@ def test_run_py_plan_flag_launches_nothing(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "2 jobs -> 2 runs" in proc.stdout and "available tiny:llama" in proc.stdout
     assert not (tmp_path / "out").exists()
+
+
+def launch_preflight(tmp_path, *overrides):
+    """The sweep callback on the config `run.py -m OVERRIDES` would compose (hydra overrides included)."""
+    from hydra import compose, initialize_config_dir
+
+    from rsd.preflight import PreflightOnSweepStart
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[*overrides, f"out_dir={tmp_path}"], return_hydra_config=True)
+    PreflightOnSweepStart().on_multirun_start(cfg)
+
+
+OPT_66B = ["model_pair=opt_125m_66b", "dataset=xsum", "drafter=sd", "budget.draft_length=2", "hydra/launcher=slurm"]
+
+
+def test_sweep_preflight_judges_memory_by_the_slurm_jobs_not_the_login_node(tmp_path, monkeypatch, capsys):
+    """On a login node (no GPU, 16 GB) the 131 GB pair fits the 2 x 80 GB GPUs each SLURM job requests; a CPU-only
+    job is judged by its hydra.launcher.mem_gb. The models are missing here: RSD_SKIP_PREFLIGHT=models skips only that
+    check, and `memory` skips only the fit, never the model check."""
+    monkeypatch.setattr("rsd.plan.host_memory", lambda: 16e9)
+    monkeypatch.setattr("rsd.plan.gpu_memory", lambda: (0, 80e9, "RSD_GPU_MEMORY_GB"))
+    monkeypatch.setenv("RSD_SKIP_PREFLIGHT", "models,datasets")
+    launch_preflight(tmp_path, *OPT_66B, "hydra.launcher.gpus_per_node=2", "model_pair.device_map=auto")
+    assert "runs planned" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        launch_preflight(tmp_path, *OPT_66B, "hydra.launcher.gpus_per_node=0", "hydra.launcher.mem_gb=100")
+    assert "gets 90.0 GB (CPU RAM 100 GB (hydra.launcher.mem_gb)" in capsys.readouterr().err
+    monkeypatch.setenv("RSD_SKIP_PREFLIGHT", "memory")
+    with pytest.raises(SystemExit):
+        launch_preflight(tmp_path, *OPT_66B, "hydra.launcher.gpus_per_node=0")
+    err = capsys.readouterr().err
+    assert "  - model facebook/opt-66b:" in err and "  - model pair" not in err
+    monkeypatch.setenv("RSD_SKIP_PREFLIGHT", "gpus")
+    with pytest.raises(SystemExit):
+        launch_preflight(tmp_path, *OPT_66B)
+    assert "RSD_SKIP_PREFLIGHT=gpus: unknown check(s) ['gpus']" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content", [None, "{broken", "file"])
+def test_plan_refuses_a_local_model_that_is_not_a_model_directory(tmp_path, capsys, content):
+    """An empty directory, a config.json that is not JSON, or a plain file: MISSING with the reason, no traceback."""
+    model = tmp_path / "model"
+    if content == "file":
+        model.write_text("weights?")
+    else:
+        model.mkdir()
+        if content:
+            (model / "config.json").write_text(content)
+    assert main(["model_pair=llama2_7b", f"model_pair.target={model}", "drafter=ar",
+                 "dataset=dolly_builtin"]) == 1
+    out = capsys.readouterr().out
+    reason = {None: "holds no config.json", "{broken": "cannot be read as JSON", "file": "is a file, not a model"}
+    assert f"MISSING   {model}" in out and reason[content] in out
+
+
+@pytest.mark.parametrize("kind", ["directory", "device"])
+def test_a_dataset_path_that_is_not_a_file_says_what_it_is(tmp_path, kind):
+    from rsd.data import DatasetError, load_local
+
+    path = tmp_path if kind == "directory" else Path("/dev/null")
+    with pytest.raises(DatasetError, match="is a directory" if kind == "directory" else "is not a regular file"):
+        load_local(str(path))

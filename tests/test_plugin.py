@@ -1,15 +1,22 @@
 """A drafter from outside the package (examples/topk_tree): one class plus one YAML, certified and run."""
 
+import re
 import sys
 
 import pytest
 import torch
 
 from helpers import ROOT, compose_cfg
-from rsd.certify import MC_SAMPLING, certify, compose_drafters
+from rsd.certify import MC_SAMPLING, certify, compose_drafters, engine_exact_check
+from rsd.drafters import SD
+from rsd.engine import Engine, VerifierContractError
 from rsd.errors import ConfigError
+from rsd.exact_engine import ContextTables, TableLM
 from rsd.runner import plan_runs, run
+from rsd.sampling import SamplingParams
 from rsd.tree import DraftTree
+from rsd.verify.base import get_verifier
+from rsd.verify.walk import Walk
 
 EXAMPLE = ROOT / "examples" / "topk_tree"
 SEARCH = f"hydra.searchpath=[file://{EXAMPLE / 'conf'}]"
@@ -65,3 +72,71 @@ def test_example_drafts_the_most_likely_tokens(example_on_path):
     tree = DraftTree.with_root(7, "onehot")
     TopKTree([2, 2, 2]).build(tree, FixedLaws(law, max_depth=1))
     assert tree.depth == 1
+
+
+class ExtraToken(Walk):
+    """Emits one token more than the contract allows (a token that was never drafted nor drawn as the bonus)."""
+
+    def verify(self, tree, q, coins, eos):
+        path, emitted = super().verify(tree, q, coins, eos)
+        return path, emitted + [emitted[-1]]
+
+
+class NoSuchNode(Walk):
+    def verify(self, tree, q, coins, eos):
+        return [len(tree) + 998], [0, 0]
+
+
+class NothingAtAll(Walk):
+    def verify(self, tree, q, coins, eos):
+        return [], []
+
+
+class NegativeYield(Walk):
+    def expected_yield(self, tree, q, eos):
+        return -1e300
+
+
+class ShrunkYield(Walk):
+    """A plausible but wrong expected yield: 0.9 x the walk's + 0.1 stays in [1, depth + 1]."""
+
+    def expected_yield(self, tree, q, eos):
+        return 0.9 * super().expected_yield(tree, q, eos) + 0.1
+
+
+def sd_verified_by(name):
+    class SDWith(SD):
+        verifier = f"{__name__}.{name}"
+    return SDWith(2)
+
+
+@pytest.mark.parametrize("bad", ["ExtraToken", "NoSuchNode", "NothingAtAll", "NegativeYield"])
+def test_engine_checks_every_verifier_output_against_the_contract(bad):
+    tables = ContextTables(3, 0)
+    engine = Engine(TableLM(tables, 0), TableLM(tables, 1), sd_verified_by(bad), SamplingParams(1.0), [], 3)
+    with pytest.raises(VerifierContractError, match=f"verifier '{__name__}.{bad}'") as err:
+        engine.generate([0], 6, torch.Generator().manual_seed(0))
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("bad", ["NegativeYield", "ShrunkYield"])
+def test_certify_checks_the_expected_yield_against_the_enumerated_mean(bad):
+    check = engine_exact_check(sd_verified_by(bad))
+    assert check.passed is False and "expected_yield" in check.summary
+
+
+def test_a_callable_that_is_not_a_verifier_is_refused():
+    with pytest.raises(ConfigError, match=r"drafter.verifier='builtins.print' is not a Verifier"):
+        get_verifier("builtins.print")
+    assert get_verifier(f"{__name__}.ShrunkYield").name == "walk"
+
+
+def test_the_guides_class_snippet_runs_as_written():
+    """docs/adding_a_drafter.md section 1: the snippet, pasted alone into a fresh namespace, defines a drafter."""
+    section = (ROOT / "docs" / "adding_a_drafter.md").read_text().split("## 1.", 1)[1].split("## 2.", 1)[0]
+    [snippet] = re.findall(r"```python\n(.*?)```", section, re.S)
+    namespace: dict = {}
+    exec(compile(snippet, "adding_a_drafter.md", "exec"), namespace)
+    tree = DraftTree.with_root(7, "onehot")
+    namespace["TopKTree"]([2, 1]).build(tree, FixedLaws(torch.tensor([0.1, 0.6, 0.3])))
+    assert [tree.tokens[c] for c in tree.candidates[0]] == [1, 2]

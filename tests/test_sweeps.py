@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from helpers import ROOT, compose_cfg
 from rsd.runner import read_records, run
 
@@ -153,3 +155,41 @@ def test_wandb_offline_writes_its_directory_and_none_writes_nothing(tmp_path, mo
                           f"out_dir={tmp_path / 'n'}"))
     assert not list((tmp_path / "n").rglob("wandb"))
     assert sorted(p.name for p in Path(s["run_dir"]).iterdir()) == ["records.jsonl", "run.json", "summary.json"]
+
+
+def test_wandb_online_without_a_key_is_refused_before_the_run(tmp_path, monkeypatch):
+    from rsd.errors import ConfigError
+
+    for var in ("WANDB_MODE", "WANDB_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc with a key
+    cfg = compose_cfg("model_pair=tiny_llama", "dataset.num_prompts=2", "sampling.max_new_tokens=6", "logger=wandb",
+                      "logger.mode=online", f"out_dir={tmp_path / 'w'}")
+    with pytest.raises(ConfigError, match="logger.mode=online needs a W&B API key"):
+        run(cfg)
+    assert not (tmp_path / "w").exists()
+    monkeypatch.setenv("WANDB_MODE", "online")
+    with pytest.raises(ConfigError, match="WANDB_MODE=online needs a W&B API key"):
+        run(compose_cfg("model_pair=tiny_llama", "logger=wandb", f"out_dir={tmp_path / 'w'}"))
+
+
+def test_two_sweeps_started_in_the_same_second_get_their_own_log_directories(tmp_path, monkeypatch):
+    import datetime
+    import itertools
+
+    from hydra import compose, initialize_config_dir
+
+    from helpers import CONF
+
+    ticks = itertools.count(1)
+
+    class SameSecond(datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime.datetime(2026, 1, 2, 3, 4, 5, next(ticks))  # always the same second
+
+    monkeypatch.setattr("hydra.core.utils.datetime", SameSecond)  # the clock of Hydra's ${now:} resolver
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        dirs = [str(compose(config_name="config", overrides=[f"out_dir={tmp_path}"], return_hydra_config=True)
+                    .hydra.sweep.dir) for _ in range(2)]
+    assert dirs[0] != dirs[1] and all(d.startswith(f"{tmp_path}/.hydra/multirun/2026-01-02_03-04-05") for d in dirs)

@@ -337,8 +337,8 @@ def test_user_verifier_by_dotted_path():
     assert isinstance(verifier_for(plan.make_drafter()), Traversal)
     with pytest.raises(ConfigError, match="cannot be imported"):
         plan_runs(compose_cfg("drafter=sd", "+drafter.verifier=no_such_pkg.Verifier"))
-    plain = get_verifier("rsd.oracles.draft_chain")  # a plain callable is wrapped; its expected yield is unknown
-    assert plain.name == "draft_chain"
+    with pytest.raises(ConfigError, match="is not a Verifier"):  # a plain callable has no expected yield
+        get_verifier("rsd.oracles.draft_chain")
 
 
 def test_specinfer_trie_with_traversal_runs_in_the_engine():

@@ -82,7 +82,8 @@ def to_example(row: Mapping[str, Any], index: int, template: str, reference_fiel
 def read_jsonl(path: Path) -> list[dict]:
     """Rows of a UTF-8 JSONL file, with the line number in any error."""
     if not path.is_file():
-        raise DatasetError(f"dataset file {path} does not exist")
+        what = "does not exist" if not path.exists() else "is a directory" if path.is_dir() else "is not a regular file"
+        raise DatasetError(f"dataset file {path} {what}: point dataset.path at a JSONL file")
     rows = []
     for n, raw in enumerate(path.read_bytes().splitlines(), 1):
         try:

