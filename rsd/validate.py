@@ -175,6 +175,13 @@ def _check_model_pair(m: Mapping[str, Any]) -> None:
         raise ConfigError(f"model_pair.dtype={dtype!r} is not a dtype rsd loads models in; use "
                           f"{', '.join(DTYPES)} (float16/bfloat16 on GPUs), or auto (bfloat16 where this machine "
                           "runs it fast)")
+    mix = m.get("mix")
+    if mix is not None and not (_is_number(mix) and 0 <= mix <= 1):
+        raise ConfigError(f"model_pair.mix={mix!r} must be a number in [0, 1] (the acceptance dial: 0 drafts from "
+                          "the draft, 1 from the target), or null for the plain pair")
+    if mix is not None and not draft:
+        raise ConfigError(f"model_pair.mix={mix!r} mixes the draft's logits with the target's, but the pair names no "
+                          "draft model")
     _check_device(m.get("device"))
 
 
