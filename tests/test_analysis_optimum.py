@@ -12,7 +12,7 @@ from scipy import stats as sps
 from test_analysis import one, record, section, write_run
 
 from analysis.figures import figures
-from analysis.load import load
+from analysis.load import OPTIMUM, load, run_row
 from analysis.names import method_label, method_order
 from analysis.report import build_report
 from analysis.stats import all_pairs, pairs_markdown
@@ -69,6 +69,15 @@ def test_root_optimum_is_read_per_run_prompt_and_step(optimum_runs):
     assert np.isnan(last.root_optimum) and np.isnan(last.root_acceptance)
     old = one(tables.runs, method="sd", x=3)
     assert np.isnan([old.root_acceptance, old.root_optimum, old.fraction_of_optimum]).all()
+
+
+def test_a_summary_from_before_the_optimum_gives_nan_not_an_error(optimum_runs):
+    run_dir = optimum_runs / "sd3"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    older = {k: v for k, v in summary.items() if k not in OPTIMUM}
+    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    row = run_row(run_dir, older, records)
+    assert np.isnan([row[k] for k in OPTIMUM]).all() and row["block_efficiency"] == summary["block_efficiency"]
 
 
 def test_optimum_table_gives_ci_over_prompts_and_dashes_for_runs_without_it(optimum_runs):
@@ -166,6 +175,7 @@ def test_dial_runs_show_no_token_rate_or_mbsu_numbers(dial_runs, tmp_path):
 def test_runs_of_different_mixes_are_never_pooled(dial_runs):
     tables = load([dial_runs])
     best = best_shapes(tables.runs, tables.prompts)
+    assert len(best[best["method"] == "sd"]) == 2  # one cell per mix
     cells = best[best["method"] == "sd"].set_index("mix")
     assert sorted(cells.index) == ["0", "0.6"] and all(len(d) == 1 for d in cells["run_dirs"])
     assert cells.loc["0", "block_efficiency"] == pytest.approx(8 / 6)
