@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from analysis.load import OPTIMUM, SETTING, SPEED
+from analysis.load import DIAL_NOTE, OPTIMUM, SETTING, SPEED
 from analysis.names import KINDS, method_label, method_order, setting_title
 
 METRICS = {
@@ -43,9 +43,6 @@ OPTIMUM_TITLES = {
     "root_optimum": "Root optimum alpha* (the most any lossless verifier could accept at the root, same drafts)",
     "fraction_of_optimum": "Fraction of the optimum (root acceptance / alpha*)",
 }
-DIAL_NOTE = ("– for the acceptance dial's runs (model_pair.mix set): their draft forward also runs the target, so "
-             "token rate and MBSU do not measure speed; their block efficiency, expected block efficiency and root "
-             "optimum are reported in the other tables.")
 POINT = (*SETTING, "budget", "x", "method")  # one table cell (per metric)
 
 

@@ -163,6 +163,7 @@ def test_dial_runs_show_no_token_rate_or_mbsu_numbers(dial_runs, tmp_path):
     [dial] = [part for part in pairs.split("\n## ") if "mix a = 0.6," in part.split("\n")[0]]
     [row] = [line for line in dial.splitlines() if "| SpecInfer − SD |" in line]
     assert row.rstrip(" |").endswith("| – | –")  # MBSU and token rate differences: dashes
+    assert "MBSU and token rate: – for the acceptance dial's runs" in dial
     figs = dict(figures(tables))
     speed = [ax for stem, f in figs.items() if stem.endswith("fixed_length") for ax in f.axes[1:3]]
     assert len(speed) == 4 and all("acceptance dial" in " ".join(t.get_text() for t in ax.texts) for ax in speed)
