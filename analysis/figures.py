@@ -6,7 +6,10 @@ see analysis.tables), error bars = 95% t confidence intervals over prompts (rati
 value). Methods are offset a little left and right of each budget point (dodged) so that their markers and error
 bars do not hide each other; the tick marks the true point. AR is a dashed horizontal line with a shaded band (its
 95% CI), both in the legend. The token-rate panel shows the decode rate (prefill excluded) when every run records
-it. Plus acceptance by tree depth, one panel per budget point, with 95% CIs over prompts.
+it. Plus acceptance by tree depth, one panel per budget point, with 95% CIs over prompts; the fraction of the
+optimum at the root against the budget points (runs that record it); and for the acceptance dial, each method's
+block-efficiency gain over SD against SD's measured acceptance, one point per mix. The dial's MBSU and token rate
+are not drawn (its draft forward runs the target) and the panels say so.
 """
 
 from __future__ import annotations
@@ -27,17 +30,22 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from scipy import stats as sps
 
-from analysis.load import SETTING, Tables
+from analysis.load import SETTING, SPEED, Tables
 from analysis.names import KINDS, method_label, method_order, score_name, setting_title
+from analysis.stats import compare, rank_column
 from analysis.tables import best_shapes, settings, token_rate_column
 
-COLORS = {"ar": "#3a3a3a", "sd": "#1f77b4", "bv": "#17becf", "specinfer": "#ff7f0e", "spectr": "#2ca02c",
-          "rsd_c": "#d62728", "tv": "#8c564b", "rsd_s": "#9467bd"}
-MARKERS = {"ar": "", "sd": "o", "bv": "P", "specinfer": "s", "spectr": "^", "rsd_c": "D", "tv": "X", "rsd_s": "v"}
-FALLBACK_COLORS = ("#e377c2", "#bcbd22", "#7f7f7f", "#1b9e77", "#e6ab02", "#a6761d", "#666666", "#e7298a")
-FALLBACK_MARKERS = ("*", "h", "p", "<", ">", "d", "H", "8")
+COLORS = {"ar": "#3a3a3a", "pld": "#e377c2", "sd": "#1f77b4", "bv": "#17becf", "specinfer": "#ff7f0e",
+          "spectr": "#2ca02c", "rsd_c": "#d62728", "tv": "#8c564b", "rsd_s": "#9467bd"}
+MARKERS = {"ar": "", "pld": "*", "sd": "o", "bv": "P", "specinfer": "s", "spectr": "^", "rsd_c": "D", "tv": "X",
+           "rsd_s": "v"}
+FALLBACK_COLORS = ("#bcbd22", "#7f7f7f", "#1b9e77", "#e6ab02", "#a6761d", "#666666", "#e7298a")
+FALLBACK_MARKERS = ("h", "p", "<", ">", "d", "H", "8")
 EMPTY = {"token_rate_ratio": "no ratio: no matching AR run",
          "accuracy_ratio": "no ratio: no task scores,\nno matching AR run or an AR score of 0"}
+DIAL_PANEL = "acceptance dial: not drawn where\nthe draft ran (it runs the target too)"
+ALPHA_STAR = ("alpha* = the largest probability that any lossless verifier accepts one of the root's drafted "
+              "candidates, given the draft law and how the candidates were drawn")
 XLABELS = {"fixed_length": "draft length L (tokens)", "fixed_compute": "target budget B (drafted tokens per call)"}
 STYLE = {"font.size": 11, "axes.titlesize": 13, "axes.labelsize": 11, "legend.fontsize": 11, "xtick.labelsize": 10,
          "ytick.labelsize": 10, "figure.titlesize": 13, "axes.spines.top": False, "axes.spines.right": False,
@@ -148,6 +156,9 @@ def performance_figure(best: pd.DataFrame, kind: str, title: str, styles: Mappin
                 ax.text(0.5, 0.5, EMPTY.get(metric, "no data"), transform=ax.transAxes, ha="center", va="center",
                         color="0.4")
                 ax.set_yticks([])
+            if metric in SPEED and best["speed_omitted"].any():
+                ax.text(0.5, 0.02, DIAL_PANEL, transform=ax.transAxes, ha="center", va="bottom", color="0.4",
+                        fontsize=9)
         figure_legend(fig, axes)
         suptitle(fig, title, f"{KINDS[kind][0]}: one shape per method and point (as in the tables); methods offset "
                  "sideways at each point; error bars and AR band: 95% CI over prompts")
@@ -209,18 +220,107 @@ def acceptance_figure(best: pd.DataFrame, steps: pd.DataFrame, kind: str, title:
     return fig
 
 
+def optimum_figure(best: pd.DataFrame, kind: str, title: str, styles: Mapping[str, Mapping[str, str]]) -> Figure:
+    """Fraction of the optimum at the root (root acceptance / alpha*) against the budget points, one line per method
+    that records it, with 95% CIs over prompts; a dotted line at 1 (the optimum)."""
+    drafted = best[(best["budget"] == kind) & np.isfinite(best["fraction_of_optimum"].to_numpy(float))]
+    points = sorted(float(x) for x in drafted["x"].unique())
+    methods = method_order(drafted["method"])
+    shift = offsets(methods, points)
+    with mpl.rc_context(STYLE):
+        fig = new_figure(8.0, 5.6)
+        ax = fig.subplots()
+        ax.axhline(1.0, color="0.3", linestyle=":", linewidth=1.2, label="alpha* (optimal verifier)")
+        for method in methods:
+            draw_method(ax, drafted[drafted["method"] == method].sort_values("x"), "fraction_of_optimum",
+                        styles[method], method_label(method), shift[method])
+        ax.set(xlabel=XLABELS[kind], ylabel="root acceptance / alpha* (fraction of the optimum)")
+        ax.set_ylim(0, 1.05)
+        set_points(ax, points, shift)
+        figure_legend(fig, [ax])
+        suptitle(fig, f"Fraction of the optimum at the root: {title}", f"{ALPHA_STAR}; 1 = no lossless verifier "
+                 f"could accept more at the root. {KINDS[kind][0].capitalize()}, one shape per method and point "
+                 "(as in the tables); error bars: 95% CI over prompts")
+    return fig
+
+
+def dial_x(sd_rows: pd.DataFrame) -> tuple[str, str]:
+    """The dial figure's x column and what it is: SD's mean exact root acceptance (1 - TV(draft, target) averaged
+    over its steps) where every SD cell records it, else SD's measured acceptance at depth 1."""
+    if len(sd_rows) and np.isfinite(sd_rows["root_acceptance"].to_numpy(float)).all():
+        return "root_acceptance", "mean exact root acceptance, 1 − TV(draft, target)"
+    return "accept_d1", "fraction of steps accepting the first draft token"
+
+
+def dial_gain(prompts: pd.DataFrame, row: pd.Series, sd: pd.Series, metric: str) -> tuple[float, float]:
+    """A method's `metric` minus SD's at one mix and point, and the paired 95% CI half-width over prompts (NaN
+    unless both cells are one run each, so prompts pair one to one)."""
+    gain = float(row[metric] - sd[metric])
+    if len(row["run_dirs"]) != 1 or len(sd["run_dirs"]) != 1:
+        return gain, math.nan
+    paired = compare(prompts, row["run_dirs"][0], sd["run_dirs"][0])
+    return gain, (paired[f"{metric}_high"] - paired[f"{metric}_low"]) / 2
+
+
+def dial_figure(best: pd.DataFrame, prompts: pd.DataFrame, kind: str, title: str,
+                styles: Mapping[str, Mapping[str, str]]) -> Figure:
+    """The acceptance dial: per budget point, each method's block-efficiency gain over SD (same mix and point)
+    against SD's measured acceptance at that mix (dial_x), one marker per mix, with paired 95% CIs over prompts."""
+    drafted = best[(best["budget"] == kind) & best["mix"].ne("")]
+    points = sorted(drafted["x"].unique())
+    metric = rank_column(drafted)
+    column, words = dial_x(drafted[drafted["method"] == "sd"])
+    ncols = min(len(points), 4)
+    nrows = math.ceil(len(points) / ncols)
+    with mpl.rc_context(STYLE):
+        fig = new_figure(max(4.2 * ncols + 0.8, 8.0), 3.8 * nrows + 2.0)
+        axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True).ravel()
+        for ax, x in zip(axes, points):
+            here = drafted[drafted["x"] == x]
+            sd = here[here["method"] == "sd"].set_index("mix")
+            ax.axhline(0.0, color=styles["sd"]["color"], linestyle="--", linewidth=1.2, label="SD (reference)")
+            for method in (m for m in method_order(here["method"]) if m != "sd"):
+                rows = [(sd.loc[r["mix"], column], *dial_gain(prompts, r, sd.loc[r["mix"]], metric), r["mix"])
+                        for _, r in here[here["method"] == method].iterrows() if r["mix"] in sd.index]
+                if not rows:
+                    continue
+                acc, gain, half, mixes = map(list, zip(*sorted(rows)))
+                ax.plot(acc, gain, label=method_label(method), **styles[method])
+                ax.errorbar(acc, gain, yerr=half, fmt="none", ecolor=styles[method]["color"], elinewidth=1.1,
+                            capsize=2.5, alpha=0.8)
+            for mix, acc in sd[column].items():
+                ax.annotate(f"a={mix}", (acc, 0.0), textcoords="offset points", xytext=(0, -14), ha="center",
+                            fontsize=8, color="0.35")
+            ax.set(title=f"{KINDS[kind][1]} = {x}", xlabel=f"SD's acceptance ({words})")
+        for ax in axes[::ncols]:
+            ax.set_ylabel(f"{'expected ' if metric.startswith('expected') else ''}BE − SD's (tokens per call)")
+        for ax in axes[len(points):]:
+            ax.set_visible(False)
+        figure_legend(fig, axes[:len(points)])
+        suptitle(fig, f"Acceptance dial: block-efficiency gain over SD against SD's acceptance: {title}",
+                 f"One marker per mix a (draft logits (1 − a)·draft + a·target, labelled under the SD line); x: "
+                 f"SD's {words} at that mix and point; y: each method's "
+                 f"{'expected ' if metric.startswith('expected') else 'measured '}block efficiency minus SD's. "
+                 f"{KINDS[kind][0].capitalize()}, one shape per method and point (as in the tables); error bars: "
+                 "paired 95% CI "
+                 "over prompts")
+    return fig
+
+
 def slug(setting: Mapping[str, Any], kind: str, with_prompts: bool = False) -> str:
     """A file-name stem for a (setting, budget kind); `with_prompts` adds the prompt set (where one dataset has
     several)."""
     dtype = "" if setting.get("dtype", "float32") == "float32" else f"_{setting['dtype']}"
     prompts = f"_{setting['prompt_set'].split()[0]}p-{setting['prompt_set'][-6:]}" if with_prompts else ""
-    name = (f"{setting['model_pair']}{dtype}_{setting['dataset']}{prompts}_T{setting['temperature']:g}"
+    mix = f"_mix{setting['mix']}" if setting.get("mix") else ""
+    name = (f"{setting['model_pair']}{mix}{dtype}_{setting['dataset']}{prompts}_T{setting['temperature']:g}"
             f"-k{setting['top_k']}-p{setting['top_p']:g}-n{setting['max_new_tokens']}_{kind}")
     return re.sub(r"[^\w.-]+", "-", name)
 
 
 def figures(tables: Tables) -> Iterator[tuple[str, Figure]]:
-    """(file stem, figure) for every setting and budget kind: the four-panel figure, then acceptance by depth."""
+    """(file stem, figure) for every setting and budget kind: the four-panel figure, acceptance by depth and (where
+    recorded) the fraction of the optimum; then, per setting without the mix, the acceptance dial's figure."""
     best = best_shapes(tables.runs, tables.prompts)
     styles = method_styles(tables.runs["method"])
     several = best.groupby([k for k in SETTING if k != "prompt_set"], sort=False)["prompt_set"].nunique().max() > 1
@@ -229,6 +329,14 @@ def figures(tables: Tables) -> Iterator[tuple[str, Figure]]:
             title, stem = setting_title(setting), slug(setting, kind, several)
             yield stem, performance_figure(group, kind, title, styles)
             yield f"{stem}_acceptance", acceptance_figure(group, tables.steps, kind, title, styles)
+            if np.isfinite(group.loc[group["budget"] == kind, "fraction_of_optimum"].to_numpy(float)).any():
+                yield f"{stem}_optimum", optimum_figure(group, kind, title, styles)
+    dial = best[best["mix"].ne("")].assign(setting_mix=best["mix"], mix="")
+    for setting, group in settings(dial):
+        group = group.assign(mix=group.pop("setting_mix"))
+        for kind in (k for k in KINDS if ((group["budget"] == k) & (group["method"] == "sd")).any()):
+            yield (f"{slug(setting, kind, several)}_dial",
+                   dial_figure(group, tables.prompts, kind, setting_title(setting), styles))
 
 
 def save(fig: Figure, stem: Path, formats: tuple[str, ...] = ("png", "pdf")) -> list[Path]:

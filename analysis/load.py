@@ -11,8 +11,13 @@ checksum matching, every record valid, every stored metric equal to its recomput
 run directory is named, with the reason, in `Tables.skipped` and a warning; the records are read with the store's
 reader (rsd.store.scan_records), so the runner and the analysis see the same records.
 
-Runs are grouped by what makes them comparable (SETTING: model pair, dtype, dataset, the prompt set decoded, sampling
-and max_new_tokens); runs of two groups are never averaged or compared with each other.
+Runs are grouped by what makes them comparable (SETTING: model pair, the acceptance dial's mix, dtype, dataset, the
+prompt set decoded, sampling and max_new_tokens); runs of two groups are never averaged or compared with each other.
+
+The root optimum (`root_optimum`, `root_acceptance`, `fraction_of_optimum`; docs/algorithms.md#optimum) is read
+from the summary per run, and per prompt and step from the records; runs made before it was recorded get NaN. A
+dial run (model_pair.mix set) whose draft model ran has its speed metrics (SPEED) set to NaN and `speed_omitted`
+True: the dial's draft forward also runs the target, so its token rate and MBSU do not measure speed.
 """
 
 from __future__ import annotations
@@ -37,12 +42,17 @@ log = logging.getLogger(__name__)
 
 SAMPLING = ("temperature", "top_k", "top_p", "max_new_tokens")
 # runs of different settings are never averaged or compared together
-SETTING = ("model_pair", "dtype", "dataset", "prompt_set", *SAMPLING)
+SETTING = ("model_pair", "mix", "dtype", "dataset", "prompt_set", *SAMPLING)
 AR_KEYS = (*SETTING, "seed")  # a run is compared with the AR run that matches on these
 RUN_KEYS = ("method", "shape_tag", "budget", "x", *AR_KEYS, "run_dir")  # repeated in the prompt and step tables
 BUDGET_AXIS = {"fixed_length": "draft_length", "fixed_compute": "target_tokens"}
 TIMES = ("draft", "target", "other")
 SE_METRICS = ("block_efficiency", "expected_block_efficiency", "mbsu", "token_rate", "decode_token_rate")
+OPTIMUM = ("root_optimum", "root_acceptance", "fraction_of_optimum")  # docs/algorithms.md#optimum
+SPEED = ("mbsu", "token_rate", "token_rate_ratio", "decode_token_rate", "decode_token_rate_ratio")  # not for the dial
+DIAL_NOTE = ("– for the acceptance dial's runs (model_pair.mix set): their draft forward also runs the target, so "
+             "token rate and MBSU do not measure speed; their block efficiency, expected block efficiency and root "
+             "optimum are reported in the other tables.")
 NAN = float("nan")
 
 
@@ -116,6 +126,13 @@ def dtype_of(summary: Mapping[str, Any]) -> str:
     return str(pair.get("dtype") or "float32") if isinstance(pair, Mapping) else "float32"
 
 
+def mix_of(summary: Mapping[str, Any]) -> str:
+    """The acceptance dial's mix as text ('0.6'), '' for a pair without one (a string, so groupings never drop it)."""
+    pair = summary.get("config", {}).get("model_pair")
+    mix = pair.get("mix") if isinstance(pair, Mapping) else None
+    return "" if mix is None else f"{float(mix):g}"
+
+
 def prompt_set(summary: Mapping[str, Any]) -> str:
     """'32 prompts dolly-01..dolly-32 #3fa2c1': the prompts a run decoded, with a digest of their examples (of the
     prompt ids where the run's identity does not record the examples' hash)."""
@@ -129,7 +146,8 @@ def prompt_set(summary: Mapping[str, Any]) -> str:
 def run_keys(run_dir: Path, summary: Mapping[str, Any]) -> dict:
     """The identifying columns of a run (RUN_KEYS)."""
     return {"method": summary["method"], "shape_tag": summary["shape_tag"], "budget": summary["budget"],
-            "x": budget_point(summary), "model_pair": summary["model_pair"], "dtype": dtype_of(summary),
+            "x": budget_point(summary), "model_pair": summary["model_pair"], "mix": mix_of(summary),
+            "dtype": dtype_of(summary),
             "dataset": summary["dataset"], "prompt_set": prompt_set(summary),
             **{k: summary["sampling"][k] for k in SAMPLING}, "seed": summary["seed"],
             "run_dir": str(run_dir)}
@@ -141,6 +159,16 @@ def expected_be(record: Mapping[str, Any]) -> float:
     if expected is None or len(expected) != len(record["accepted_lengths"]):
         return NAN
     return block_efficiency(sum(expected), record["target_calls"])
+
+
+def root_means(record: Mapping[str, Any]) -> dict:
+    """One prompt's OPTIMUM: means over its steps that recorded both, and their ratio (NaN without such steps)."""
+    pairs = [(o, a) for o, a in zip(record.get("root_optimum") or [], record.get("root_acceptance") or [])
+             if o is not None and a is not None]
+    optimum, accepted = sum(o for o, _ in pairs), sum(a for _, a in pairs)
+    return {"root_optimum": optimum / len(pairs) if pairs else NAN,
+            "root_acceptance": accepted / len(pairs) if pairs else NAN,
+            "fraction_of_optimum": accepted / optimum if optimum > 0 else NAN}
 
 
 def decode_rate(records: list[Mapping[str, Any]]) -> float:
@@ -169,7 +197,7 @@ def run_row(run_dir: Path, summary: Mapping[str, Any], records: list[Mapping[str
     """One run's row: keys, summary metrics, the time split, acceptance by depth (accept_d1..) and selection.
 
     Measured metrics come from the summary; `expected_block_efficiency` and `decode_token_rate` from the summary when
-    it has them, else from the records (NaN when the records lack them too).
+    it has them, else from the records (NaN when the records lack them too); OPTIMUM from the summary (NaN without).
     """
     wall = summary["wall_s"]
     calls = sum(r["target_calls"] for r in records)
@@ -191,6 +219,7 @@ def run_row(run_dir: Path, summary: Mapping[str, Any], records: list[Mapping[str
         "accuracy": nan_if_none(summary["accuracy"]), "accuracy_ratio": NAN,  # ratios: set by add_ratios
         "accuracy_metric": metric_name(summary["task"]),
         "mean_accepted_length": summary["mean_accepted_length"],
+        **{k: nan_if_none(summary.get(k)) for k in OPTIMUM},
         "tokens_verified_per_call": summary["tokens_verified_per_call"],
         "wall_s": wall, "elapsed_s": nan_if_none(summary.get("elapsed_s")),
         **{f"time_{t}_s": summary[f"time_{t}_s"] for t in TIMES},
@@ -201,7 +230,8 @@ def run_row(run_dir: Path, summary: Mapping[str, Any], records: list[Mapping[str
 
 
 def prompt_row(keys: Mapping[str, Any], record: Mapping[str, Any], draft_params: int, target_params: int) -> dict:
-    """One prompt's row: run keys and the prompt's own BE (measured and expected), MBSU, token rates, times, score."""
+    """One prompt's row: run keys and the prompt's own BE (measured and expected), MBSU, token rates, times, score
+    and root optimum (root_means)."""
     be = block_efficiency(record["new_tokens"], record["target_calls"])
     steps = record["accepted_lengths"]
     return {
@@ -214,25 +244,29 @@ def prompt_row(keys: Mapping[str, Any], record: Mapping[str, Any], draft_params:
         "ttft_s": nan_if_none(record.get("ttft_s")), "decode_s": nan_if_none(record.get("decode_s")),
         "mean_accepted_length": float(np.mean(steps)) if steps else NAN,
         "wall_s": record["wall_s"], **{f"time_{t}_s": record[f"time_{t}_s"] for t in TIMES},
-        "score": nan_if_none(record.get("score")),
+        "score": nan_if_none(record.get("score")), **root_means(record),
     }
 
 
 def step_frame(keys: Mapping[str, Any], records: list[Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per target call of every prompt: run keys, prompt_id, step (from 1), accepted_length, tokens_verified
-    and expected_emitted (NaN where the record has none)."""
+    """One row per target call of every prompt: run keys, prompt_id, step (from 1), accepted_length, tokens_verified,
+    expected_emitted, root_optimum and root_acceptance (NaN where the record has none)."""
     counts = [len(r["accepted_lengths"]) for r in records]
-    expected = [r.get("expected_emitted") if len(r.get("expected_emitted") or []) == n else [NAN] * n
-                for r, n in zip(records, counts)]
+
+    def per_step(key: str) -> np.ndarray:
+        lists = [r.get(key) if len(r.get(key) or []) == n else [NAN] * n for r, n in zip(records, counts)]
+        return np.array([nan_if_none(v) for vs in lists for v in vs], dtype=float)
+
     frame = pd.DataFrame({
         "prompt_id": np.repeat([r["prompt_id"] for r in records], counts),
         "step": np.concatenate([np.arange(1, n + 1) for n in counts]) if records else [],
         "accepted_length": [a for r in records for a in r["accepted_lengths"]],
         "tokens_verified": [t for r in records for t in r["tokens_verified"]],
-        "expected_emitted": np.array([e for es in expected for e in es], dtype=float),
+        "expected_emitted": per_step("expected_emitted"), "root_optimum": per_step("root_optimum"),
+        "root_acceptance": per_step("root_acceptance"),
     })
     return frame.assign(**keys)[[*RUN_KEYS, "prompt_id", "step", "accepted_length", "tokens_verified",
-                                 "expected_emitted"]]
+                                 "expected_emitted", "root_optimum", "root_acceptance"]]
 
 
 def ar_baselines(runs: pd.DataFrame) -> pd.DataFrame:
@@ -260,6 +294,17 @@ def add_ratios(runs: pd.DataFrame, prompts: pd.DataFrame) -> tuple[pd.DataFrame,
         frame["decode_token_rate_ratio"] = frame["decode_token_rate"] / frame["ar_decode_token_rate"]
         frame["accuracy_ratio"] = frame[score] / frame["ar_accuracy"]
     return runs.drop(columns=base), prompts.drop(columns=base)
+
+
+def omit_dial_speed(runs: pd.DataFrame, prompts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both tables with SPEED set to NaN for dial runs (mix set) that called their draft model, flagged by
+    `speed_omitted`: the dial's draft forward also runs the target (AR and model-free drafters keep theirs)."""
+    omitted = runs["mix"].ne("") & runs["draft_calls"].gt(0)
+    dirs = set(runs.loc[omitted, "run_dir"])
+    runs, prompts = runs.assign(speed_omitted=omitted), prompts.assign(speed_omitted=prompts["run_dir"].isin(dirs))
+    for frame in (runs, prompts):
+        frame.loc[frame["speed_omitted"], list(SPEED)] = NAN
+    return runs, prompts
 
 
 def first_divergence(ids: list[int], reference: list[int]) -> float:
@@ -356,7 +401,7 @@ def load(roots: Iterable[Path | str]) -> Tables:
     if not runs:
         raise ValueError(f"no complete run (a directory with run.json and a summary.json agreeing with its records) "
                          f"under {', '.join(map(str, roots))} ({len(skipped)} skipped)")
-    run_table, prompt_table = add_ratios(pd.DataFrame(runs), pd.DataFrame(prompts))
+    run_table, prompt_table = omit_dial_speed(*add_ratios(pd.DataFrame(runs), pd.DataFrame(prompts)))
     run_table, prompt_table = greedy_divergence(run_table, prompt_table, tokens)
     run_table = add_standard_errors(run_table, prompt_table)
     return Tables(tidy(run_table, RUN_KEYS), tidy(prompt_table, [*RUN_KEYS, "prompt_id"]),

@@ -8,12 +8,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-BUILTIN = ("ar", "sd", "bv", "specinfer", "spectr", "rsd_c", "tv", "rsd_s")  # table and legend order
-METHODS = {"ar": "AR", "sd": "SD", "bv": "BV", "specinfer": "SpecInfer", "spectr": "SpecTr", "rsd_c": "RSD-C",
-           "tv": "TV", "rsd_s": "RSD-S"}
+BUILTIN = ("ar", "pld", "sd", "bv", "specinfer", "spectr", "rsd_c", "tv", "rsd_s")  # table and legend order
+METHODS = {"ar": "AR", "pld": "PLD", "sd": "SD", "bv": "BV", "specinfer": "SpecInfer", "spectr": "SpecTr",
+           "rsd_c": "RSD-C", "tv": "TV", "rsd_s": "RSD-S"}
 PAIRS = {
     "smollm2": "SmolLM2-135M + 7M draft",
+    "smollm2_v1": "SmolLM2-135M + v1 draft",
+    "smollm2_dial": "SmolLM2-135M + acceptance dial (v1 draft mixed with the target)",
     "tiny_llama": "tiny random Llama pair", "tiny_opt": "tiny random OPT pair",
+    "tiny_llama_dial": "tiny random Llama pair + acceptance dial",
     **{f"llama2_{s}": f"Llama 2 {s.upper()} + Llama-68M draft" for s in ("7b", "13b", "70b")},
     **{f"llama2_chat_{s}": f"Llama 2-Chat {s.upper()} + Llama-68M draft" for s in ("7b", "13b", "70b")},
     **{f"opt_{d}m_{t}b": f"OPT-{t}B + OPT-{d}M draft" for d in (125, 350) for t in (13, 30, 66)},
@@ -74,10 +77,11 @@ def setting_title(setting: Mapping[str, Any]) -> str:
     dolly-01..dolly-32 #3fa2c1, T = 1, 64 new tokens'.
 
     The dtype is named only when it is not float32 (half-precision runs are their own setting); the prompt set
-    (analysis.load.prompt_set) where the setting has one.
+    (analysis.load.prompt_set) where the setting has one; the acceptance dial's mix ('mix a = 0.6') where it is set.
     """
     dtype = setting.get("dtype", "float32")
     prompts = [setting["prompt_set"]] if setting.get("prompt_set") else []
-    return ", ".join([pair_name(setting["model_pair"]), dataset_name(setting["dataset"]), *prompts,
+    mix = [f"mix a = {setting['mix']}"] if setting.get("mix") else []
+    return ", ".join([pair_name(setting["model_pair"]), *mix, dataset_name(setting["dataset"]), *prompts,
                       sampling_name(setting), f"{setting['max_new_tokens']} new tokens",
                       *([dtype] if dtype != "float32" else [])])

@@ -4,11 +4,16 @@
 
 Layout of DIR: runs.{parquet,csv} (one row per run), prompts.{parquet,csv} (one per prompt), steps.{parquet,csv}
 (one per target call), table_<metric>.md (block_efficiency, expected_block_efficiency where recorded, mbsu,
-token_rate_ratio), table_pairs.md (paired comparisons and a ranking line per budget point, per dataset and pooled
-over datasets), table_greedy.md (greedy runs: where the output first differs from AR's; only with greedy runs),
-table_selection.md (shapes ranked on tuning prompts; only with tuning runs), table_expectation.md (measured vs exact
-expected block efficiency, run by run), table_compute.md (process hours per setting),
-figures/<setting>_<kind>.{png,pdf} and figures/<setting>_<kind>_acceptance.{png,pdf}.
+token_rate_ratio; '–' with a footnote for the acceptance dial's runs, whose draft runs the target), table_optimum.md
+(root acceptance, root optimum alpha* and fraction of the optimum per method and point), table_pairs.md (paired
+comparisons and a ranking line per budget point, per dataset and pooled over datasets), table_greedy.md (greedy
+runs: where the output first differs from AR's; only with greedy runs), table_selection.md (shapes ranked on
+tuning prompts; only with tuning runs), table_expectation.md (measured vs exact expected block efficiency, run by
+run), table_compute.md (process hours per setting),
+figures/<setting>_<kind>.{png,pdf}, figures/<setting>_<kind>_acceptance.{png,pdf},
+figures/<setting>_<kind>_optimum.{png,pdf} (fraction of the optimum; runs that record it) and, for the acceptance
+dial, figures/<setting without mix>_<kind>_dial.{png,pdf} (each method's gain over SD against SD's acceptance, one
+point per mix).
 Only complete runs whose summary agrees with their records are read (analysis.load); every other run directory is
 named, with the reason, and the report is built from the rest. Runs over different prompt sets (or pairs, dtypes,
 datasets, sampling settings) are kept apart: each group gets its own tables, labelled with its prompt set. The
@@ -32,7 +37,7 @@ from analysis.figures import figures, save
 from analysis.load import SETTING, Tables, load
 from analysis.names import KINDS, setting_title
 from analysis.stats import all_pairs, expectation_check, pairs_markdown, pooled_best, ranking_lines
-from analysis.tables import all_tables, best_shapes, compute_table, greedy_table, selection_table
+from analysis.tables import all_tables, best_shapes, compute_table, greedy_table, optimum_table, selection_table
 
 
 @dataclass(frozen=True)
@@ -106,12 +111,14 @@ def build_report(inputs: Iterable[Path | str], out: Path | str, compact: bool = 
     out.mkdir(parents=True, exist_ok=True)
     markdown = all_tables(tables.runs, tables.prompts)
     best = best_shapes(tables.runs, tables.prompts)
+    optimum = optimum_table(best)
     pooled = pooled_best(best, tables.prompts)
     pairs = all_pairs(best, tables.runs, tables.prompts, pooled)
     best = pd.concat([best, pooled], ignore_index=True) if len(pooled) else best
     markdown["pairs"] = pairs_markdown(best, pairs)
-    extra = {"greedy": greedy_table(tables.runs, tables.prompts), "selection": selection_table(tables.runs),
-             "expectation": expectation_check(tables.runs, tables.prompts), "compute": compute_table(tables.runs)}
+    extra = {"optimum": optimum, "greedy": greedy_table(tables.runs, tables.prompts),
+             "selection": selection_table(tables.runs), "expectation": expectation_check(tables.runs, tables.prompts),
+             "compute": compute_table(tables.runs)}
     markdown.update({name: text for name, text in extra.items() if text})
     rankings = []
     for keys, lines in ranking_lines(best, pairs).items():

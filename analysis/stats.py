@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from analysis.load import SETTING
+from analysis.load import DIAL_NOTE, SETTING
 from analysis.names import KINDS, method_label, setting_title
 
 ALPHA = 0.05
@@ -397,7 +397,8 @@ def pairs_caption(family: pd.DataFrame) -> str:
             "interval, the paired t-test's p-value, and the p-value after Holm's correction over all comparisons of "
             f"this table (per metric; {ALPHA:g} family-wise); 'n.s.': not significant after Holm. n: prompts both runs "
             f"decoded. Token rate: {rate}. Shapes: the cell of the tables; 'tuned' = selected on tuning prompts "
-            "disjoint from these, 'best of N' = best of N shapes on these same prompts (biased upward).")
+            "disjoint from these, 'best of N' = best of N shapes on these same prompts (biased upward)."
+            + (f" MBSU and token rate: {DIAL_NOTE}" if family["mix"].ne("").any() else ""))
 
 
 def pairs_table(family: pd.DataFrame) -> str:

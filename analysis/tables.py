@@ -8,6 +8,10 @@ Otherwise, where several shapes meet the point, the cell is the best of them on 
 (by expected block efficiency when every shape has it, else measured), labelled "best of N on these prompts":
 that choice is biased upward (winner's curse). The MBSU and token-rate tables show the same shape. AR drafts
 nothing, so its single value fills every budget point. Each cell is mean ± SE over prompts.
+
+The acceptance dial's runs (model_pair.mix set) show '–' in the MBSU and token-rate tables, with a footnote: their
+draft forward also runs the target. table_optimum.md shows each method's root acceptance, the root optimum alpha*
+and their ratio (docs/algorithms.md#optimum), mean ± 95% CI half-width over prompts; '–' for runs without them.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from analysis.load import SETTING
+from analysis.load import DIAL_NOTE, OPTIMUM, SETTING, SPEED
 from analysis.names import KINDS, method_label, method_order, setting_title
 
 METRICS = {
@@ -31,9 +35,14 @@ METRICS = {
 DECODE_TITLE = ("Decode token rate (tokens after the first / decode seconds, prefill excluded; ratio to AR, same "
                 "setting and seed)")
 VALUES = ("block_efficiency", "expected_block_efficiency", "mbsu", "token_rate", "token_rate_ratio",
-          "decode_token_rate", "decode_token_rate_ratio", "accuracy", "accuracy_ratio")
+          "decode_token_rate", "decode_token_rate_ratio", "accuracy", "accuracy_ratio", *OPTIMUM)
 ERRORS = ("block_efficiency", "expected_block_efficiency", "mbsu", "token_rate_ratio", "decode_token_rate_ratio",
-          "accuracy_ratio")  # metrics that get `<m>_se` and `<m>_ci` (95% t half-width) over prompts
+          "accuracy_ratio", *OPTIMUM)  # metrics that get `<m>_se` and `<m>_ci` (95% t half-width) over prompts
+OPTIMUM_TITLES = {
+    "root_acceptance": "Root acceptance (the verifier's exact probability of accepting one of the root's candidates)",
+    "root_optimum": "Root optimum alpha* (the most any lossless verifier could accept at the root, same drafts)",
+    "fraction_of_optimum": "Fraction of the optimum (root acceptance / alpha*)",
+}
 POINT = (*SETTING, "budget", "x", "method")  # one table cell (per metric)
 
 
@@ -75,7 +84,7 @@ def best_shapes(runs: pd.DataFrame, prompts: pd.DataFrame | None = None) -> pd.D
                  .agg(**{v: (v, "mean") for v in (*VALUES, *accepts)}, seeds=("seed", "nunique"),
                       run_dirs=("run_dir", list), task=("task", "first"), selection_role=("selection_role", "first"),
                       selection_rank=("selection_rank", "min"), selection_prompts=("selection_prompts", "max"),
-                      selected_by=("selected_by", "first"))
+                      selected_by=("selected_by", "first"), speed_omitted=("speed_omitted", "any"))
                  .reset_index())
     rows = []
     for _, group in per_shape.groupby(list(POINT), dropna=False, sort=False):
@@ -112,9 +121,10 @@ def fmt(value: float) -> str:
 MARKS = {"best_of": "†", "tuned": "‡"}
 
 
-def cell(row: pd.Series, metric: str) -> str:
-    """A cell's text: 'mean ± SE', plus '(shape, best of n†)' or '(shape, tuned‡)' where a shape was chosen."""
-    se = row.get(f"{metric}_se", math.nan)
+def cell(row: pd.Series, metric: str, spread: str = "se") -> str:
+    """A cell's text: 'mean ± SE' (spread 'ci': ± the 95% CI half-width), plus '(shape, best of n†)' or
+    '(shape, tuned‡)' where a shape was chosen."""
+    se = row.get(f"{metric}_{spread}", math.nan)
     text = fmt(row[metric]) + (f" ± {se:.2f}" if np.isfinite(row[metric]) and np.isfinite(se) else "")
     if row["selection_kind"] == "best_of":
         return f"{text} ({row['shape_tag']}, best of {row['n_shapes']}†)"
@@ -123,12 +133,16 @@ def cell(row: pd.Series, metric: str) -> str:
     return text
 
 
-def caption(group: pd.DataFrame, metric: str, kind: str) -> str:
-    """The protocol statement under a table's heading: what a cell is and how each chosen shape was chosen."""
+def caption(group: pd.DataFrame, metric: str, kind: str, spread: str = "se") -> str:
+    """The protocol statement under a table's heading: what a cell is (`spread` as in `cell`) and how each chosen
+    shape was chosen."""
     kind_name, symbol = KINDS[kind]
     seeds = int(group["seeds"].max())
-    text = (f"Rows: methods; columns: {kind_name} {symbol}. Each cell is mean ± SE over prompts (seeds pooled; "
-            f"{seeds} seed(s)). AR drafts nothing: its one value fills every budget point.")
+    cells = "mean ± SE" if spread == "se" else "mean ± the half-width of the 95% t interval"
+    text = (f"Rows: methods; columns: {kind_name} {symbol}. Each cell is {cells} over prompts (seeds pooled; "
+            f"{seeds} seed(s)).")
+    if group["budget"].isna().any():
+        text += " AR drafts nothing: its one value fills every budget point."
     drafted = group[group["budget"] == kind]
     if (drafted["selection_kind"] == "best_of").any():
         text += (" † several tree shapes met the point; the cell is the best of them chosen on the same prompts this "
@@ -138,6 +152,8 @@ def caption(group: pd.DataFrame, metric: str, kind: str) -> str:
         text += f" ‡ {tuned['selection'].iloc[0]}, disjoint from the prompts this table reports."
     if (drafted["selection_kind"] != "").any() and metric != "block_efficiency":
         text += " The shape is the one of the block-efficiency table."
+    if metric in SPEED and group["speed_omitted"].any():
+        text += f" {DIAL_NOTE}"
     return text
 
 
@@ -147,8 +163,9 @@ def token_rate_column(group: pd.DataFrame) -> str:
     return "decode_token_rate_ratio" if np.isfinite(decode).all() else "token_rate_ratio"
 
 
-def markdown_table(best: pd.DataFrame, metric: str, kind: str) -> str:
-    """One setting's table for one budget kind: methods as rows, budget points as columns (pipe markdown)."""
+def markdown_table(best: pd.DataFrame, metric: str, kind: str, spread: str = "se") -> str:
+    """One setting's table for one budget kind: methods as rows, budget points as columns (pipe markdown); `spread`
+    as in `cell`."""
     symbol = KINDS[kind][1]
     drafted = best[best["budget"] == kind]
     points = sorted(drafted["x"].unique())
@@ -157,12 +174,12 @@ def markdown_table(best: pd.DataFrame, metric: str, kind: str) -> str:
     for method in method_order(best["method"]):
         rows = best[best["method"] == method]
         if rows["budget"].isna().all():
-            cells = [cell(rows.iloc[0], metric)] * len(points)
+            cells = [cell(rows.iloc[0], metric, spread)] * len(points)
         else:
             at = rows[rows["budget"] == kind].set_index("x")
             if at.empty:
                 continue
-            cells = [cell(at.loc[x], metric) if x in at.index else "–" for x in points]
+            cells = [cell(at.loc[x], metric, spread) if x in at.index else "–" for x in points]
         lines.append(f"| {method_label(method)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -183,9 +200,9 @@ def markdown_tables(best: pd.DataFrame, metric: str) -> str:
     return "\n".join(parts)
 
 
-GROUPING = ("Runs are grouped by model pair, dtype, dataset, prompt set, sampling and max new tokens (the heading of "
-            "each table); runs of different groups are never averaged or compared, so two prompt sets of one dataset "
-            "get two tables.")
+GROUPING = ("Runs are grouped by model pair, dtype, dataset, prompt set, sampling, max new tokens and the acceptance "
+            "dial's mix (the heading of each table); runs of different groups are never averaged or compared, so two "
+            "prompt sets of one dataset get two tables.")
 
 
 def all_tables(runs: pd.DataFrame, prompts: pd.DataFrame) -> dict[str, str]:
@@ -195,6 +212,29 @@ def all_tables(runs: pd.DataFrame, prompts: pd.DataFrame) -> dict[str, str]:
     metrics = [m for m in METRICS if m != "expected_block_efficiency"
                or np.isfinite(runs["expected_block_efficiency"].to_numpy(float)).any()]
     return {metric: f"{GROUPING}\n\n{markdown_tables(best, metric)}" for metric in metrics}
+
+
+def optimum_table(best: pd.DataFrame) -> str:
+    """table_optimum.md: per setting and budget kind, each drafting method's root acceptance, root optimum alpha* and
+    fraction of the optimum per budget point (the shape of the block-efficiency table), mean ± 95% CI half-width
+    over prompts; '–' where the runs did not record them. Empty without drafting runs."""
+    drafted = best[best["budget"].notna()]
+    if drafted.empty:
+        return ""
+    parts = ["# Root acceptance against the optimum", "", GROUPING, "",
+             "alpha* (the root optimum) is the largest probability that any lossless verifier accepts one of the "
+             "root's drafted candidates, given how they were drawn from the draft law (docs/algorithms.md#optimum). "
+             "Per method and point: the mean over steps of the verifier's exact root acceptance, of alpha*, and the "
+             "fraction of the optimum (sum of acceptances / sum of alpha*; 1 = no lossless verifier could accept "
+             "more at the root); the interval is over per-prompt values. '–': the runs did not record it (runs "
+             "made before it was recorded, or no step with root candidates).", ""]
+    for setting, group in settings(drafted):
+        for kind in (k for k in KINDS if (group["budget"] == k).any()):
+            for metric, title in OPTIMUM_TITLES.items():
+                parts += [f"### {title}: {setting_title(setting)}; {KINDS[kind][0]}", "",
+                          caption(group, metric, kind, spread="ci"), "",
+                          markdown_table(group, metric, kind, spread="ci"), ""]
+    return "\n".join(parts)
 
 
 def greedy_table(runs: pd.DataFrame, prompts: pd.DataFrame) -> str:

@@ -40,22 +40,24 @@ def record(pid: str, accepted: list[int], wall: float, score: float, drafts_per_
 
 def write_run(root: Path, name: str, method: str, shape: dict, tag: str, budget: str | None, x: int | None,
               records: list[dict], accuracy: float, sampling: dict = HOT, complete: bool = True,
-              extra: dict | None = None) -> Path:
-    """A run directory as rsd.runner.execute leaves it (summary.json only if `complete`; `extra` joins the summary)."""
+              extra: dict | None = None, pair: dict | None = None, draft_params: int = DRAFT) -> Path:
+    """A run directory as rsd.runner.execute leaves it (summary.json only if `complete`; `extra` joins the summary;
+    `pair`: the config's model_pair, named in the summary, default pairA without one; AR has 0 draft params)."""
     run_dir = root / name
     run_dir.mkdir(parents=True)
     budget_cfg = None if budget is None else {
         "kind": budget, "draft_length": x if budget == "fixed_length" else None,
         "target_tokens": x if budget == "fixed_compute" else 6}
-    config = {"budget": budget_cfg, "sampling": sampling, "seed": 0}
+    config = {"budget": budget_cfg, "sampling": sampling, "seed": 0, **({"model_pair": pair} if pair else {})}
     (run_dir / "run.json").write_text(json.dumps({"config": config, "method": method, "shape": shape}))
     (run_dir / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     if complete:
-        draft_params = DRAFT if budget else 0
+        draft_params = draft_params if budget else 0
         summary = {"complete": True, "method": method, "shape": shape, "shape_tag": tag,
                    "draft_length": records[0]["draft_length"], "tree_size": 2 * records[0]["draft_length"],
                    "budget": budget, "budget_value": "-" if budget is None else TAG[budget] + str(x),
-                   "model_pair": "pairA", "dataset": "dolly_builtin", "task": "instruction", "sampling": sampling,
+                   "model_pair": pair["name"] if pair else "pairA", "dataset": "dolly_builtin", "task": "instruction",
+                   "sampling": sampling,
                    "seed": 0, "target_params": TARGET, "draft_params": draft_params,
                    **summarize_records(records, draft_params, TARGET), "accuracy": accuracy,
                    "run_dir": str(run_dir), "config": config, "prompt_ids": [r["prompt_id"] for r in records],
