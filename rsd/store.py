@@ -371,7 +371,8 @@ SUMMARY_SCHEMA = {
 
 
 # Metrics that summaries written by earlier versions lack (every other metric of summarize_records is required).
-LATER_SUMMARY_METRICS = ("expected_block_efficiency", "decode_token_rate")
+LATER_SUMMARY_METRICS = ("expected_block_efficiency", "decode_token_rate", "root_optimum", "root_acceptance",
+                         "fraction_of_optimum")
 
 
 def _same_value(stored: Any, recomputed: Any) -> bool:
