@@ -45,6 +45,8 @@ def _groups(ps: torch.Tensor, qs: torch.Tensor, tau: float) -> torch.Tensor:
     """Group ids of the sorted tokens: runs that stay inside one tau-cell of both cumulative masses; a token with p or
     q mass >= tau is a group of its own."""
     big = (ps >= tau) | (qs >= tau)
+    if bool(big.all()):
+        return torch.arange(len(ps))
     cell = (ps.cumsum(0) / tau).floor() * (qs.numel() + 1) + (qs.cumsum(0) / tau).floor()
     start = torch.ones_like(big)
     start[1:] = (cell[1:] != cell[:-1]) | big[1:] | big[:-1]
@@ -119,24 +121,25 @@ def _all_in_h(mass: torch.Tensor, poisson: torch.Tensor, count: torch.Tensor, k:
     mass, poisson = mass[:last], poisson[:last]
     cum = torch.cat([mass.new_zeros(1), mass.cumsum(0)])[cols]
     lam, count = (1 - cum).clamp_min(0), count[cols]
-    positive = lam[(lam > _FULL) & (count >= k)]
-    t = _grid(k, float(positive.min()) if positive.numel() else 1.0, step)
+    integrate = (lam > _FULL) & (count >= k)  # else 0 (fewer than k tokens) or 1 (all the draft mass)
+    value = (count >= k).to(lam.dtype)
+    if not bool(integrate.any()):
+        return value
+    t = _grid(k, float(lam[integrate].min()), step)
     below = _race_probs(mass, poisson, k, t)[:, :, cols].exp().sum(0)  # P[N_b(t) < k], [T, cols]
     integrand = lam[None, :] * t[:, None] * torch.exp(-lam[None, :] * t[:, None]) * (1 - below).clamp(0, 1)
-    value = step * (integrand.sum(0) - 0.5 * (integrand[0] + integrand[-1]))
-    value = torch.where((lam <= _FULL) & (count >= k), 1.0, value.clamp(0, 1))
-    return torch.where(count < k, 0.0, value)
+    integral = step * (integrand.sum(0) - 0.5 * (integrand[0] + integrand[-1]))
+    return torch.where(integrate, integral.clamp(0, 1), value)
 
 
 _FULL = 1e-15  # H holding all but this much draft mass: every candidate is in H once H has k tokens
 
 
-def _product_bound(cum_p: torch.Tensor, cum_q: torch.Tensor, top: list[float]) -> torch.Tensor:
-    """Q + 1 - prod_j (P - M_j) / (1 - M_j) at each prefix (M_j: the sum of the j largest draft masses, j < k)."""
-    draws = cum_p.clone()
-    for m in top:
-        draws *= ((cum_p - m) / max(1 - m, 1e-300)).clamp(0, 1)
-    return cum_q + 1 - draws
+def _product_bound(cum_p: torch.Tensor, cum_q: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
+    """Q + 1 - prod_j (P - M_j) / (1 - M_j) at each prefix; `top` holds M_0 = 0, ..., M_{k-1} (M_j: the sum of the j
+    largest draft masses)."""
+    draws = ((cum_p[:, None] - top[None, :]) / (1 - top[None, :]).clamp_min(1e-300)).clamp(0, 1)
+    return cum_q + 1 - draws.prod(1)
 
 
 def _prepare(p: torch.Tensor, q: torch.Tensor, k: int, tau: float):
@@ -156,14 +159,14 @@ def _prepare(p: torch.Tensor, q: torch.Tensor, k: int, tau: float):
     ps, qs = ps[:n], qs[:n]
     cum_p, cum_q = ps.cumsum(0).clamp_(max=1.0), qs.cumsum(0)
     iid = torch.pow(cum_p, k).neg_().add_(cum_q).add_(1)
-    top = ps.topk(min(k - 1, n)).values.cumsum(0).tolist()
+    top = torch.cat([ps.new_zeros(1), ps.topk(min(k - 1, n)).values.cumsum(0)])
     best = int(iid.argmin())
     bound = min(1.0, float(_product_bound(cum_p[best:best + 1], cum_q[best:best + 1], top)))
+    if bound >= 1.0 and float(iid[best]) >= 1.0:
+        return None
     cand = (iid <= bound + 1e-12).nonzero().squeeze(1)
     bound = min(bound, float(_product_bound(cum_p[cand], cum_q[cand], top).min()))
     useful = iid <= bound + 1e-12  # useful[i]: the prefix of i + 1 tokens
-    if bound >= 1.0 and float(iid[best]) >= 1.0:
-        return None
     last = int(useful.nonzero().max()) + 1
     ps, qs = ps[:last], qs[:last]
     gid = _groups(ps, qs, tau)
