@@ -26,10 +26,13 @@ def _normalised(dist: torch.Tensor) -> torch.Tensor:
 
 
 def ratio_order(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """Token indices by p/q descending: q = 0 < p first, tokens without draft mass last. The order among equal ratios
-    is unspecified: it moves no run's end points. (numpy's sort: several times faster than torch's on CPU.)"""
-    key = torch.where(q > 0, p / q.clamp_min(1e-300), torch.where(p > 0, math.inf, -1.0))
-    return torch.from_numpy(np.argsort(-key.numpy()))
+    """Token indices by p/q descending (p, q: CPU float64, as `_normalised` gives): q = 0 < p first, tokens without
+    draft mass last. The order among equal ratios is unspecified: it moves no run's end points. (In numpy: its sort
+    is several times faster than torch's on CPU, and its small-array operations cost less.)"""
+    p, q = p.numpy(), q.numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        key = np.where(q > 0, p / q, np.where(p > 0, math.inf, -1.0))
+    return torch.from_numpy(np.argsort(-key))
 
 
 def iid_optimum(p: torch.Tensor, q: torch.Tensor, k: int) -> float:
