@@ -11,12 +11,13 @@ import pytest
 import torch
 from scipy.optimize import linprog
 
+import rsd.optimum
 from rsd.drafters import BV, RSDC, SD, SpecTr
 from rsd.engine import Engine
 from rsd.metrics import summarize_records
 from rsd.models.adapter import CausalLM
 from rsd.models.tiny import tiny_pair
-from rsd.optimum import iid_optimum, root_optimum, wor_optimum, wor_optimum_bounds
+from rsd.optimum import _log_elementary, iid_optimum, root_optimum, wor_optimum, wor_optimum_bounds
 from rsd.oracles import (
     PrefixLaws,
     draft_chain,
@@ -118,6 +119,45 @@ def test_without_replacement_bracket_on_a_large_vocabulary():
         assert wor_optimum(p, q, k) == upper
 
 
+def brute_log_elementary(log_r: list[float], j: int) -> float:
+    """log e_j(r_1..r_b) as a log-sum-exp over every j-subset, from log r_i."""
+    sums = [sum(c) for c in itertools.combinations(log_r, j)]
+    if not sums:
+        return -math.inf
+    top = max(sums)
+    return top + math.log(math.fsum(math.exp(x - top) for x in sums))
+
+
+def test_race_counts_match_brute_force_in_both_float_ranges():
+    """log e_j(e^{t m} - 1) over every prefix equals a sum over token subsets, for times on both sides of the switch
+    from plain to log-sum-exp cumulative sums (sum t m = 700) and far beyond, where e^{t m} overflows float64."""
+    mass = torch.tensor([0.3, 0.05, 0.4, 0.15, 0.1], dtype=torch.float64)
+    t = torch.tensor([1e-3, 0.5, 20.0, 699.0, 701.0, 5e3, 1e5], dtype=torch.float64)
+    got = _log_elementary(t[:, None] * mass[None, :], torch.ones(5, dtype=torch.bool), 4)
+    for row, time in enumerate(t.tolist()):
+        log_r = [x + math.log1p(-math.exp(-x)) if x > 1 else math.log(math.expm1(x)) for x in (time * mass).tolist()]
+        for b in range(6):
+            for j in range(4):
+                want = brute_log_elementary(log_r[:b], j)
+                assert got[j, row, b] == (want if want == -math.inf else pytest.approx(want, rel=1e-12, abs=1e-12))
+
+
+def test_quadrature_grid_and_step_meet_their_error_bounds(monkeypatch):
+    """The default grid (each tail cut where it holds < 1e-13) and step agree to 1e-10 with a grid whose tails hold
+    < 1e-30 and an eighth of the step, on V = 4000 peaked laws and small random ones, K = 2-8."""
+    gen = torch.Generator().manual_seed(5)
+    cases = []
+    for k in (2, 4, 8):
+        p = torch.softmax(3 * torch.randn(4000, generator=gen, dtype=torch.float64), 0)
+        q = torch.softmax(3 * torch.randn(4000, generator=gen, dtype=torch.float64), 0)
+        cases += [(p, 0.5 * q + 0.5 * p, k), (p, 0.9 * p + 0.1 * q, k)]
+    cases += [(p, q, 2) for p, q in random_laws(10, seed=6, vocab=(4, 8))]
+    default = [wor_optimum(p, q, k) for p, q, k in cases]
+    monkeypatch.setattr(rsd.optimum, "_TAIL", 1e-30)
+    for (p, q, k), value in zip(cases, default):
+        assert value == pytest.approx(wor_optimum(p, q, k, step=0.25 / 8), abs=1e-10)
+
+
 CASES = [
     ("walk", "single", partial(draft_chain, length=2, rule="sd")),
     ("block", "single", partial(draft_chain, length=3)),
@@ -144,6 +184,21 @@ def test_no_verifier_beats_the_optimum(verifier, scheme, draft):
         assert mean <= bound + 1e-12
         if scheme == "single":
             assert mean == pytest.approx(bound, abs=1e-12)
+
+
+@pytest.mark.parametrize("verifier,draft", [(v, d) for v, _, d in CASES])
+def test_root_acceptance_reused_from_expected_yield_only_for_the_same_tree(verifier, draft):
+    """root_acceptance right after expected_yield on a tree equals a fresh verifier's value, and after expected_yield
+    on another tree it is not the other tree's value."""
+    laws = PrefixLaws(4, 0)
+    trees = [(tree, target_rows(tree, laws)) for tree, _ in enumerate_outcomes(lambda coins: draft(laws, coins))]
+    fresh = [get_verifier(verifier).root_acceptance(tree, q) for tree, q in trees]
+    v = get_verifier(verifier)
+    for (tree, q), value in zip(trees, fresh):
+        v.expected_yield(tree, q, frozenset())
+        assert v.root_acceptance(tree, q) == pytest.approx(value, abs=1e-12)
+    other = next(i for i, value in enumerate(fresh) if abs(value - fresh[-1]) > 1e-6)
+    assert v.root_acceptance(*trees[other]) == pytest.approx(fresh[other], abs=1e-12)
 
 
 def test_a_verifier_accepting_more_than_lossless_fails():

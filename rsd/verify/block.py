@@ -34,6 +34,7 @@ class Block:
     """Block verification of an SD chain; exact, and accepts at least as much as the SD walk on the same chain."""
 
     name = "block"
+    _memo: tuple | None = None  # (tree, q, root acceptance) from the latest expected_yield
 
     def weights(self, tree: DraftTree, q: torch.Tensor, nodes: list[int]) -> tuple[list[float], list[float]]:
         """(a_0..a_L, h_1..h_L) with a_0 = 1 and h as a list indexed 1..L (h[0] unused)."""
@@ -86,6 +87,7 @@ class Block:
         """1 + E[tau] with P(tau = i) = h_i prod_{j>i}(1 - h_j) (§9-10); a block cut by an EOS at X_i yields i."""
         nodes = chain_nodes(tree)
         _, h = self.weights(tree, q, nodes)
+        self._memo = (tree, q, 1.0 - math.prod(1.0 - x for x in h[1:]))
         first_eos = next((i for i in range(1, len(nodes)) if tree.tokens[nodes[i]] in eos), None)
         total, later_fail = 0.0, 1.0
         for i in range(len(nodes) - 1, -1, -1):
@@ -96,7 +98,10 @@ class Block:
         return total
 
     def root_acceptance(self, tree: DraftTree, q: torch.Tensor) -> float:
-        """Exact P(tau >= 1) = 1 - prod_i (1 - h_i): the first emitted token is the drafted X_1."""
+        """Exact P(tau >= 1) = 1 - prod_i (1 - h_i): the first emitted token is the drafted X_1. Taken from
+        expected_yield's pass when it last ran on this same tree and q."""
+        if self._memo is not None and self._memo[0] is tree and self._memo[1] is q:
+            return self._memo[2]
         nodes = chain_nodes(tree)
         _, h = self.weights(tree, q, nodes)
         return 1.0 - math.prod(1.0 - x for x in h[1:])

@@ -87,6 +87,7 @@ class Traversal:
 
     name = "traversal"
     state_cls = TraversalState
+    _memo: tuple | None = None  # (tree, q, root acceptance) from the latest expected_yield
 
     def verify(self, tree: DraftTree, q: torch.Tensor, coins: Coins, eos: frozenset[int]
                ) -> tuple[list[int], list[int]]:
@@ -111,19 +112,20 @@ class Traversal:
         a path cut by an EOS at depth i yields i."""
         state = self.state_cls(tree, q)
         total, survive = 0.0, 1.0
-        while survive > 0:
-            a = state.first_leaf()
-            if a == 0:
-                return total + survive
+        while survive > 0 and (a := state.first_leaf()) != 0:
             path = tree.path_to(a)
             tokens = next((i + 1 for i, v in enumerate(path) if tree.tokens[v] in eos), len(path) + 1)
             total += survive * state.w[a] * tokens
             survive *= 1.0 - state.w[a]
             state.reject(a)
-        return total
+        self._memo = (tree, q, 1.0 - survive)
+        return total + survive
 
     def root_acceptance(self, tree: DraftTree, q: torch.Tensor) -> float:
-        """Exact P(the accepted path is not empty) = 1 - prod_k (1 - w_k) over the attempts before the root's."""
+        """Exact P(the accepted path is not empty) = 1 - prod_k (1 - w_k) over the attempts before the root's. Taken
+        from expected_yield's pass when it last ran on this same tree and q."""
+        if self._memo is not None and self._memo[0] is tree and self._memo[1] is q:
+            return self._memo[2]
         state = self.state_cls(tree, q)
         survive = 1.0
         while survive > 0 and (a := state.first_leaf()) != 0:

@@ -14,6 +14,7 @@ class Walk:
     and stops after an accepted EOS."""
 
     name = "walk"
+    _memo: tuple | None = None  # (tree, q, root acceptance) from the latest expected_yield
 
     def verify(self, tree: DraftTree, q: torch.Tensor, coins: Coins, eos: frozenset[int]
                ) -> tuple[list[int], list[int]]:
@@ -49,12 +50,17 @@ class Walk:
                 if a > 0 and reach > 0:
                     total += reach * a * (1.0 if tree.tokens[c] in eos else 1.0 + from_node(c))
                 reach *= 1.0 - a
+            if v == 0:
+                self._memo = (tree, q, 1.0 - reach)
             return total + reach  # the residual token when every candidate is rejected
 
         return from_node(0)
 
     def root_acceptance(self, tree: DraftTree, q: torch.Tensor) -> float:
-        """Exact P(some root candidate is accepted) = 1 - prod_j (1 - a_j) over the root rule's NodeLaw."""
+        """Exact P(some root candidate is accepted) = 1 - prod_j (1 - a_j) over the root rule's NodeLaw; taken from
+        expected_yield's pass when it last ran on this same tree and q."""
+        if self._memo is not None and self._memo[0] is tree and self._memo[1] is q:
+            return self._memo[2]
         cands = tree.candidates.get(0, [])
         if not cands:
             return 0.0
