@@ -395,7 +395,7 @@ def _execute_all(jobs: list[tuple[RunPlan, dict]], pair: ModelPair, prompts: lis
         if summaries[-1] is None:
             print(f"[rsd] another process is running {plan.run_dir} (it holds {RunLock(plan.run_dir).path}); this "
                   "job does its other runs first, then tries it again", flush=True)
-    deadline = time.monotonic() + wait_s
+    deadline, announced = time.monotonic() + wait_s, False
     while True:
         for i, (plan, extra) in enumerate(jobs):
             if summaries[i] is None:
@@ -403,7 +403,10 @@ def _execute_all(jobs: list[tuple[RunPlan, dict]], pair: ModelPair, prompts: lis
         busy = sum(s is None for s in summaries)
         if not busy or time.monotonic() >= deadline:
             return summaries
-        print(f"[rsd] waiting (up to {wait_s:g} s) for {busy} run(s) another process holds", flush=True)
+        if not announced:
+            limit = "until it ends" if math.isinf(wait_s) else f"for up to {wait_s:g} s"
+            print(f"[rsd] waiting {limit} on {busy} run(s) another process holds", flush=True)
+            announced = True
         time.sleep(min(BUSY_POLL_S, max(deadline - time.monotonic(), 0)))
 
 

@@ -75,6 +75,7 @@ def test_a_run_held_by_another_process_is_left_to_it_and_named(tmp_path, capsys,
         assert run(compose_cfg(*overrides)) == []
     out = capsys.readouterr().out
     assert "another process is running" in out and "then tries it again" in out
+    assert out.count("[rsd] waiting for up to 0.05 s on 1 run(s) another process holds") == 1
     assert f"not in this job's results: {run_dir} is still being run by another process (it holds {lock.path})" in out
     assert not (run_dir / "records.jsonl").exists()
     [summary] = run(compose_cfg(*overrides))  # the lock is free again: the run is done now
