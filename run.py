@@ -14,6 +14,7 @@ from rsd.config import resolve_config
 from rsd.errors import RsdError
 from rsd.preflight import refuse_job
 from rsd.runner import format_table, run
+from rsd.store import StorageFullError
 
 LOCAL_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"  # runs every job in this process
 
@@ -57,6 +58,9 @@ def main(cfg: DictConfig) -> None:
         print(hint, file=sys.stderr)
     try:
         summaries = run(resolve_config(cfg))  # every check, once, before anything loads or is written
+    except StorageFullError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(1)  # a sweep stops too: its next jobs would load their models only to fail the same way
     except RsdError as err:
         hc = HydraConfig.get()
         if hc.mode == RunMode.MULTIRUN:

@@ -3,12 +3,15 @@
 One config can expand into several runs (one per tree shape meeting the budget). Each run lives in a directory
 derived from its identity: the resolved config, a hash of the examples it decodes and a fingerprint of the model
 files (rsd.store). `records.jsonl` gets one fsync'd line per prompt; `summary.json`, written by atomic rename with a
-checksum of the records, marks the run complete. A rerun skips complete runs (without loading any model when the
-whole job is complete), repairs corrupt files and resumes unfinished runs; a run another process holds is left to it.
+checksum of the records, marks the run complete. A rerun skips complete runs (without loading any model, and without
+writing anything, when the whole job is complete), repairs corrupt files and resumes unfinished runs. A run another
+process holds is tried again after this job's other runs (taken over if its holder died) and, while still held, for a
+bounded time; a run left to a live holder is named at the end.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import subprocess
@@ -45,6 +48,7 @@ from rsd.sampling import prompt_generator
 from rsd.selection import rank_shapes, split_tuning
 from rsd.store import (
     RunLock,
+    StorageFullError,
     append_record,
     complete_summary,
     examples_digest,
@@ -54,10 +58,18 @@ from rsd.store import (
     model_fingerprint,
     read_records,
     scan_records,
+    storage_full_is_one_line,
     warn,
     write_json_atomic,
     write_records_atomic,
 )
+from rsd.validate import check_out_dir
+
+# A job whose run another process holds tries it again every BUSY_POLL_S, after its own runs, for up to BUSY_WAIT_S:
+# long enough to take over from a holder that just died or to report a run about to finish, short enough that two
+# sweeps sharing an out_dir keep working in parallel rather than one idling behind the other.
+BUSY_POLL_S = 2.0
+BUSY_WAIT_S = 60.0
 
 
 class PromptTooLongError(ConfigError):
@@ -234,11 +246,10 @@ def execute(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[in
     `truncated` maps the ids of prompts cut by dataset.max_prompt_tokens to their length before the cut; `extra`
     is added to the summary (how the run's shape was selected).
     """
-    plan.run_dir.mkdir(parents=True, exist_ok=True)
+    with storage_full_is_one_line(plan.run_dir):
+        plan.run_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(plan.run_dir) as lock:
         if not lock.held:
-            print(f"[rsd] another process is running {plan.run_dir} (it holds {lock.path}); leaving it to that "
-                  "process and moving on to this job's next run", flush=True)
             return None
         return _execute_owned(plan, pair, prompts, rc, truncated or {}, extra or {})
 
@@ -348,6 +359,7 @@ def run(cfg: RunConfig | DictConfig | Mapping) -> list[dict]:
         for plan in tune_plans + plans:
             print(f"[rsd] done already, skipping: {plan.run_dir}", flush=True)
         return finished
+    check_out_dir(str(rc.out_dir), must_write=True)  # only now, so that finished runs on a read-only mount are read
     if rc.num_threads:
         torch.set_num_threads(rc.num_threads)
     need_draft = any(p.make_drafter().uses_draft_model for p in plans)
@@ -359,16 +371,43 @@ def run(cfg: RunConfig | DictConfig | Mapping) -> list[dict]:
     pair = load_pair(rc.model_pair.spec, need_draft=need_draft)
     if run_inputs(rc, examples) != inputs:  # loading fetched a hub model: its revision now names the runs
         return run(rc)
-    if tune_plans:
+    if tune_plans:  # the ranking needs every tuning run: wait for those another process holds, however long
         tune_extra = {"selection": {"role": "tune", "prompts": tuning_ids}}
-        tuned = [_execute_or_record(p, pair, tune_prompts, rc, truncated, tune_extra) for p in tune_plans]
-        for i, plan in enumerate(tune_plans):  # a tuning run another process holds: wait for it, then rank
-            while tuned[i] is None:
-                time.sleep(2)
-                tuned[i] = _execute_or_record(plan, pair, tune_prompts, rc, truncated, tune_extra)
+        tuned = _execute_all([(p, tune_extra) for p in tune_plans], pair, tune_prompts, rc, truncated, math.inf)
         chosen = _selected(plans, tuned, select.top, tuning_ids)
-    summaries = [_execute_or_record(p, pair, prompts, rc, truncated, extra) for p, extra in chosen]
+    summaries = _execute_all(chosen, pair, prompts, rc, truncated, BUSY_WAIT_S)
+    for (plan, _), summary in zip(chosen, summaries):
+        if summary is None:
+            print(f"[rsd] not in this job's results: {plan.run_dir} is still being run by another process (it holds "
+                  f"{RunLock(plan.run_dir).path}); rerun this command once that process ends to see it here",
+                  flush=True)
     return [s for s in summaries if s is not None]
+
+
+def _execute_all(jobs: list[tuple[RunPlan, dict]], pair: ModelPair, prompts: list[tuple[Example, list[int]]],
+                 rc: RunConfig, truncated: Mapping[str, int], wait_s: float) -> list[dict | None]:
+    """Summaries of `jobs` (plan, summary extra), in order. A run another process holds is tried again once the
+    others are done, then every BUSY_POLL_S for up to `wait_s` seconds (a dead holder's run is resumed here); it
+    stays None only while a live process still holds it."""
+    summaries = []
+    for plan, extra in jobs:
+        summaries.append(_execute_or_record(plan, pair, prompts, rc, truncated, extra))
+        if summaries[-1] is None:
+            print(f"[rsd] another process is running {plan.run_dir} (it holds {RunLock(plan.run_dir).path}); this "
+                  "job does its other runs first, then tries it again", flush=True)
+    deadline, announced = time.monotonic() + wait_s, False
+    while True:
+        for i, (plan, extra) in enumerate(jobs):
+            if summaries[i] is None:
+                summaries[i] = _execute_or_record(plan, pair, prompts, rc, truncated, extra)
+        busy = sum(s is None for s in summaries)
+        if not busy or time.monotonic() >= deadline:
+            return summaries
+        if not announced:
+            limit = "until it ends" if math.isinf(wait_s) else f"for up to {wait_s:g} s"
+            print(f"[rsd] waiting {limit} on {busy} run(s) another process holds", flush=True)
+            announced = True
+        time.sleep(min(BUSY_POLL_S, max(deadline - time.monotonic(), 0)))
 
 
 def prompts_for(rc: RunConfig, examples: list[Example]) -> tuple[list[tuple[Example, list[int]]], dict[str, int]]:
@@ -397,6 +436,8 @@ def _execute_or_record(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Examp
     """`execute`, leaving an error.json with the traceback in the run directory when it fails."""
     try:
         return execute(plan, pair, prompts, rc, truncated, extra)
+    except StorageFullError:
+        raise  # no room for an error.json either, and nothing to debug
     except Exception:
         plan.run_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(plan.run_dir / "error.json", {"config": plan.identity, "traceback": traceback.format_exc()})

@@ -7,11 +7,13 @@ noticed, and every metric it stores must equal its recomputation from the record
 a finished run). A record line is corrupt unless it matches the record schema and the engine's invariants
 (`record_problem`). Corrupt lines are reported (file and line) and dropped; every valid record is kept and only the
 missing prompts are decoded again. One process at a time owns a run directory through an advisory `fcntl.flock` on a
-lock file next to it; the kernel releases it when the holder dies, so a SIGKILLed owner never blocks a rerun.
+lock file next to it; the kernel releases it when the holder dies, so a SIGKILLed owner never blocks a rerun. A write
+that fails for lack of space, quota or file size is a one-line StorageFullError: nothing finished is lost by it.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import importlib.metadata
@@ -21,11 +23,12 @@ import os
 import re
 import secrets
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rsd.errors import ConfigError
+from rsd.errors import ConfigError, RsdError
 from rsd.metrics import summarize_records
 
 _COMPONENT_MAX = 80
@@ -146,6 +149,29 @@ def identity_digest(identity: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
+# ---------------------------------------------------------------------------------------------------- full disks
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})  # no space, over quota, over the file-size limit
+
+
+class StorageFullError(RsdError):
+    """A results file could not be written for lack of space, quota or file size (every finished record is kept)."""
+
+
+@contextmanager
+def storage_full_is_one_line(path: Path) -> Iterator[None]:
+    """Turn an OSError of FULL_ERRNOS while writing `path` into a StorageFullError saying nothing was lost and what
+    to do; any other error passes unchanged."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in FULL_ERRNOS:
+            raise
+        raise StorageFullError(
+            f"writing {path} failed: {os.strerror(err.errno)}. Nothing finished was lost: every finished prompt's "
+            "record is intact (records are appended and fsync'd, summaries replaced by atomic rename). Free space "
+            "(or raise the quota or file-size limit) and rerun the same command to resume") from None
+
+
 # --------------------------------------------------------------------------------------------------------- locking
 class RunLock:
     """Non-blocking exclusive ownership of a run directory (`with RunLock(d) as lock: if lock.held: ...`).
@@ -160,8 +186,9 @@ class RunLock:
         self._fd: int | None = None
 
     def __enter__(self) -> RunLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        with storage_full_is_one_line(self.path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             self.held = True
@@ -185,7 +212,7 @@ def _tmp_name(path: Path) -> Path:
 def _write_atomic(path: Path, text: str) -> None:
     tmp = _tmp_name(path)
     try:
-        with tmp.open("w", encoding="utf-8") as f:
+        with storage_full_is_one_line(path), tmp.open("w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -205,8 +232,9 @@ def write_records_atomic(path: Path, records: Iterable[Mapping[str, Any]]) -> No
 
 
 def append_record(path: Path, record: Mapping[str, Any]) -> None:
-    """Append one JSON line and make it durable before the next prompt starts."""
-    with path.open("a", encoding="utf-8") as f:
+    """Append one JSON line and make it durable before the next prompt starts (a full disk: StorageFullError; a
+    line it cut short is dropped and decoded again on resume)."""
+    with storage_full_is_one_line(path), path.open("a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")
         f.flush()
         os.fsync(f.fileno())
@@ -437,7 +465,7 @@ def complete_summary(run_dir: Path, prompt_ids: Sequence[str], quiet: bool = Fal
     return summary
 
 
-__all__ = ["RunLock", "append_record", "complete_summary", "examples_digest", "file_sha256", "identity_digest",
-           "join_inside", "model_fingerprint", "read_records", "record_problem", "safe_component", "scan_records",
-           "summary_problem",
-           "write_json_atomic", "write_records_atomic"]
+__all__ = ["FULL_ERRNOS", "RunLock", "StorageFullError", "append_record", "complete_summary", "examples_digest",
+           "file_sha256", "identity_digest", "join_inside", "model_fingerprint", "read_records", "record_problem",
+           "safe_component", "scan_records", "storage_full_is_one_line", "summary_problem", "write_json_atomic",
+           "write_records_atomic"]

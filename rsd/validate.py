@@ -246,9 +246,10 @@ def _check_logger(lg: Mapping[str, Any]) -> None:
     check_wandb_credentials(lg)
 
 
-def check_out_dir(out_dir: Any, key: str = "out_dir") -> None:
-    """`out_dir` (or the directory named by `key`) must be a directory, or creatable, and writable: checked by
-    creating and removing a probe."""
+def check_out_dir(out_dir: Any, key: str = "out_dir", must_write: bool = False) -> None:
+    """`out_dir` (or the directory named by `key`) must be a directory, or creatable. It must be writable (checked by
+    creating and removing a probe) when it does not exist yet or `must_write`: an existing one may be read-only, as
+    long as every run the job plans is complete there (the runner checks again before it writes)."""
     if not isinstance(out_dir, str) or not out_dir.strip():
         raise ConfigError(f"{key}={out_dir!r} must be a directory path, e.g. out_dir=results")
     path = Path(out_dir).expanduser().absolute()
@@ -257,10 +258,13 @@ def check_out_dir(out_dir: Any, key: str = "out_dir") -> None:
         where = "is a file" if existing == path else f"cannot be created: {existing} is a file"
         raise ConfigError(f"{key}={out_dir!r} {where}, not a directory; choose another out_dir (results go in a "
                           "directory tree below it)")
+    if existing == path and not must_write:
+        return
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".rsd-write-check-", dir=existing))
     except OSError:
-        raise ConfigError(f"{key}={out_dir!r} is not writable (cannot create files in {existing}); choose a "
+        todo = " and this job has runs to do (finished runs alone are only read)" if must_write else ""
+        raise ConfigError(f"{key}={out_dir!r} is not writable (cannot create files in {existing}){todo}; choose a "
                           "directory you can write to") from None
 
 

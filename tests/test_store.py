@@ -1,11 +1,13 @@
 """The results store: one owner per run directory, corruption repaired, identity covers what a run reads, reruns of a
 finished job load nothing, prompts cut by dataset.max_prompt_tokens, and no path outside out_dir."""
 
+import errno
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -39,14 +41,20 @@ def planned_dirs(*overrides: str) -> list[Path]:
 
 
 # ------------------------------------------------------------------------------------------------- concurrency
-def test_lock_is_exclusive_and_dies_with_its_holder(tmp_path):
-    run_dir = tmp_path / "run"
+def hold_lock(run_dir: Path) -> subprocess.Popen:
+    """Another process holding `run_dir`'s lock (until it is killed)."""
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys; sys.path.insert(0, sys.argv[2]); from pathlib import Path; from rsd.store import RunLock; "
         "import time; lock = RunLock(Path(sys.argv[1])).__enter__(); print(lock.held, flush=True); time.sleep(120)"),
         str(run_dir), str(ROOT)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "True"
+    return holder
+
+
+def test_lock_is_exclusive_and_dies_with_its_holder(tmp_path):
+    run_dir = tmp_path / "run"
+    holder = hold_lock(run_dir)
     try:
-        assert holder.stdout.readline().strip() == "True"
         with RunLock(run_dir) as lock:
             assert not lock.held
     finally:
@@ -57,15 +65,51 @@ def test_lock_is_exclusive_and_dies_with_its_holder(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [".run.lock"]  # beside the run directory, not in it
 
 
-def test_a_run_held_by_another_process_is_left_to_it(tmp_path, capsys):
+def test_a_run_held_by_another_process_is_left_to_it_and_named(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(rsd.runner, "BUSY_POLL_S", 0.01)
+    monkeypatch.setattr(rsd.runner, "BUSY_WAIT_S", 0.05)
     overrides = [*TINY, "drafter=sd", f"out_dir={tmp_path}"]
     [run_dir] = planned_dirs(*overrides)
     run_dir.mkdir(parents=True)
-    with RunLock(run_dir):
+    with RunLock(run_dir) as lock:
         assert run(compose_cfg(*overrides)) == []
-    assert "another process is running" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "another process is running" in out and "then tries it again" in out
+    assert out.count("[rsd] waiting for up to 0.05 s on 1 run(s) another process holds") == 1
+    assert f"not in this job's results: {run_dir} is still being run by another process (it holds {lock.path})" in out
     assert not (run_dir / "records.jsonl").exists()
     [summary] = run(compose_cfg(*overrides))  # the lock is free again: the run is done now
+    assert complete_summary(run_dir, summary["prompt_ids"]) is not None
+
+
+def test_a_run_whose_holder_dies_is_taken_over_and_resumed(reference_run, tmp_path, capsys, monkeypatch):
+    """The holder dies after this job found its run busy: the job takes the run over (from the records the holder
+    left) instead of ending with an empty table."""
+    monkeypatch.setattr(rsd.runner, "BUSY_POLL_S", 0.01)
+    ref_out, rel = reference_run
+    run_dir = tmp_path / rel
+    run_dir.mkdir(parents=True)
+    want = (ref_out / rel / "records.jsonl").read_text().splitlines(keepends=True)
+    (run_dir / "records.jsonl").write_text(want[0])  # the holder had finished its first prompt
+    holder = hold_lock(run_dir)
+    execute_or_record = rsd.runner._execute_or_record
+
+    def holder_dies_once_found_busy(*args):
+        summary = execute_or_record(*args)
+        if summary is None:
+            holder.kill()
+            holder.wait()
+        return summary
+
+    monkeypatch.setattr(rsd.runner, "_execute_or_record", holder_dies_once_found_busy)
+    try:
+        [summary] = run(compose_cfg(*TINY, "drafter=sd", f"out_dir={tmp_path}"))
+    finally:
+        holder.kill()
+        holder.wait()
+    out = capsys.readouterr().out
+    assert "another process is running" in out and f"resuming {run_dir}: 1 of {len(want)} prompts" in out
+    assert stable(lines_of(run_dir / "records.jsonl")) == stable([json.loads(x) for x in want])
     assert complete_summary(run_dir, summary["prompt_ids"]) is not None
 
 
@@ -262,6 +306,55 @@ def test_rerun_of_a_finished_job_loads_no_model(tmp_path, capsys, monkeypatch):
     [again] = run(cfg)
     assert again == first
     assert "1 already complete" in capsys.readouterr().out
+
+
+@pytest.fixture
+def read_only(monkeypatch):
+    """Make a directory tree read-only. Root ignores permissions: then every way rsd writes is refused instead, as a
+    read-only mount refuses them (the out_dir probe, the run lock, directories and files)."""
+    trees = []
+
+    def make(root: Path) -> None:
+        trees.append(root)
+        for p in [root, *root.rglob("*")]:
+            p.chmod(0o555 if p.is_dir() else 0o444)
+        if os.access(root, os.W_OK):
+            def erofs(*_a, **_k):
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+            def open_for_reading(path, mode="r", *args, **kwargs):
+                return erofs() if set(mode) & set("wax+") else real_open(path, mode, *args, **kwargs)
+
+            real_open = Path.open
+            monkeypatch.setattr(tempfile, "mkdtemp", erofs)
+            monkeypatch.setattr(RunLock, "__enter__", erofs)
+            monkeypatch.setattr(Path, "mkdir", erofs)
+            monkeypatch.setattr(Path, "open", open_for_reading)
+
+    yield make
+    for root in trees:  # writable again, so that pytest can remove it
+        for p in [root, *root.rglob("*")]:
+            p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+def test_a_finished_job_on_a_read_only_mount_is_read(reference_run, tmp_path, capsys, monkeypatch, read_only):
+    ref_out, rel = reference_run
+    out = tmp_path / "ro"
+    shutil.copytree(ref_out, out)
+    want = json.loads((out / rel / "summary.json").read_text())
+    locks = sorted(out.rglob(".*.lock"))
+
+    def refuse(*_a, **_k):
+        raise AssertionError("a finished job loaded a model")
+
+    monkeypatch.setattr(rsd.runner, "load_pair", refuse)
+    monkeypatch.setattr(rsd.runner, "load_pair_tokenizer", refuse)
+    read_only(out)
+    assert run(compose_cfg(*TINY, "drafter=sd", f"out_dir={out}")) == [want]
+    assert f"done already, skipping: {out / rel}" in capsys.readouterr().out
+    with pytest.raises(ConfigError, match=r"is not writable .* and this job has runs to do"):
+        run(compose_cfg(*TINY, "drafter=ar", f"out_dir={out}"))  # refused before any model loads
+    assert sorted(out.rglob(".*.lock")) == locks
 
 
 def test_max_prompt_tokens_cuts_and_records(tmp_path):

@@ -1,5 +1,6 @@
 """Resumable, idempotent sweeps; local submitit and (faked) SLURM launchers; wandb offline logging."""
 
+import errno
 import json
 import os
 import signal
@@ -61,6 +62,62 @@ def test_sigkill_then_rerun_equals_uninterrupted_run(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["new_tokens"] == reference["new_tokens"]
     assert summary["block_efficiency"] == reference["block_efficiency"]
+
+
+# `python run.py ARGS` with a disk that fills up while the second prompt's record is appended: half the line is
+# written, then the write fails with ENOSPC, as a real full disk fails it.
+FULL_DISK_RUN = """
+import errno, os, runpy, sys
+from pathlib import Path
+
+class FullDisk:
+    def __init__(self, f):
+        self.f = f
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        self.f.close()
+    def write(self, text):
+        self.f.write(text[: len(text) // 2])
+        self.f.flush()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+real_open, appends = Path.open, []
+
+def open_(path, mode="r", *args, **kwargs):
+    f = real_open(path, mode, *args, **kwargs)
+    if path.name == "records.jsonl" and "a" in mode:
+        appends.append(path)
+        return FullDisk(f) if len(appends) > 1 else f
+    return f
+
+Path.open = open_
+sys.argv = ["run.py", *sys.argv[1:]]
+runpy.run_path("run.py", run_name="__main__")
+"""
+
+
+def test_a_full_disk_is_one_line_and_a_rerun_completes_the_run(tmp_path):
+    args = ["model_pair=tiny_llama", "dataset.num_prompts=2", "sampling.max_new_tokens=8", "drafter=sd"]
+    reference = run(compose_cfg(*args, f"out_dir={tmp_path / 'ref'}"))[0]
+    want = stable(read_records(Path(reference["run_dir"]) / "records.jsonl"))
+    out = tmp_path / "full"
+    full = subprocess.run([sys.executable, "-c", FULL_DISK_RUN, *args, f"out_dir={out}"], cwd=ROOT, env=ENV,
+                          capture_output=True, text=True, timeout=300)
+    assert full.returncode == 1, full.stderr
+    errors = [line for line in full.stderr.splitlines() if not line.startswith("[rsd] ")]  # less progress lines
+    assert len(errors) == 1, full.stderr
+    records = only_run_dir(out) / "records.jsonl"
+    assert errors[0].startswith(f"error: writing {records} failed: {os.strerror(errno.ENOSPC)}. Nothing finished was "
+                                "lost"), errors
+    assert "rerun the same command to resume" in errors[0]
+    assert len(read_records(records)) == 1  # the first prompt's record, intact
+
+    rerun = python_run(*args, f"out_dir={out}")
+    log = rerun.communicate(timeout=300)[0]
+    assert rerun.returncode == 0, log
+    assert "resuming" in log
+    assert stable(read_records(records)) == want
 
 
 def test_torn_last_line_is_cut_and_resumed(tmp_path):
