@@ -98,7 +98,7 @@ def main() -> None:
 
     transformers.logging.set_verbosity_error()  # generate()'s notices would break the table
     pair = load_pair({"name": "smollm2", "target": "embedded:smollm2-135m-instruct",
-                      "draft": "embedded:smollm2-draft", "chat": True})
+                      "draft": "embedded:smollm2-draft-v2", "chat": True})
     prompts = [pair.encode_prompt(ex.prompt) for ex in load_builtin(args.dataset)[: args.prompts]]
     print(f"$ python {' '.join(sys.argv)}\n# {machine()}")
     print(f"# {args.prompts} prompts of {args.dataset}, {args.max_new_tokens} new tokens, {args.threads} thread(s), "

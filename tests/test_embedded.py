@@ -14,10 +14,12 @@ from rsd.engine import Engine
 from rsd.errors import ConfigError
 from rsd.models import embedded
 from rsd.models.pairs import load_pair
+from rsd.models.trimmed import TrimmedLlamaForCausalLM, output_width
 from rsd.sampling import SamplingParams, prompt_generator
 
-PAIR = {"name": "smollm2", "target": "embedded:smollm2-135m-instruct", "draft": "embedded:smollm2-draft",
-        "chat": True}
+PAIR = {"name": "smollm2", "target": "embedded:smollm2-135m-instruct", "draft": "embedded:smollm2-draft-v2",
+        "chat": True, "dtype": "float32"}  # float32: greedy identity is exact only there
+V1 = {**PAIR, "name": "smollm2_v1", "draft": "embedded:smollm2-draft"}
 
 
 @pytest.fixture(scope="module")
@@ -77,13 +79,22 @@ def test_a_bad_rsd_cache_is_refused_before_anything_is_written(tmp_path, monkeyp
     assert "\n" not in str(err.value) and not calls and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
-def test_draft_is_small_plain_and_shares_the_tokenizer(pair):
-    files = sum(f.stat().st_size for f in embedded.DRAFT_DIR.iterdir())
-    assert files < 25 * 2**20
-    draft = AutoModelForCausalLM.from_pretrained(embedded.DRAFT_DIR)
-    assert 0.01 < pair.draft_params / pair.target_params < 0.08
-    assert draft.config.vocab_size == pair.vocab_size == len(pair.tokenizer)
+@pytest.mark.parametrize("name", sorted(embedded.SHIPPED_DRAFTS))
+def test_shipped_drafts_are_small_and_cover_the_tokenizer(pair, name):
+    path = embedded.SHIPPED_DRAFTS[name]
+    assert sum(f.stat().st_size for f in path.iterdir()) < 25 * 2**20
+    draft = AutoModelForCausalLM.from_pretrained(path)
+    assert 0.01 < sum(p.numel() for p in draft.parameters()) / pair.target_params < 0.08
+    assert output_width(draft) == pair.vocab_size == len(pair.tokenizer)
     assert pair.target_params > 1.3e8
+
+
+def test_the_default_draft_has_a_trimmed_head_and_the_v1_pair_still_loads(pair):
+    assert isinstance(pair.draft.model, TrimmedLlamaForCausalLM)
+    eos = pair.eos_token_ids[0]
+    assert eos in pair.draft.model.config.head_token_ids  # the draft can propose the end of an answer
+    v1 = load_pair(V1)
+    assert v1.vocab_size == pair.vocab_size and not isinstance(v1.draft.model, TrimmedLlamaForCausalLM)
 
 
 @pytest.mark.parametrize("drafter", [SD(4), SpecInfer(3, 4), SpecTr(3, 4), RSDC([3, 1, 1, 1]), RSDS(3, 4)],
