@@ -32,6 +32,7 @@ import torch
 from rsd.drafters import SD
 from rsd.drafters.base import Drafter
 from rsd.engine import DrafterContractError, Engine, VerifierContractError
+from rsd.errors import RsdError, one_line
 from rsd.exact_engine import ContextTables, TableLM, engine_law, target_law, total_variation
 from rsd.oracles import (
     FALSE_ALARM,
@@ -502,15 +503,6 @@ def usefulness_check(name: str, drafter: Drafter, model_pair: str = "smollm2", p
     return Usefulness(setting, rows, warning)
 
 
-def one_line(err: BaseException) -> str:
-    """An exception's message on one line, with where in the user's code it was raised."""
-    import traceback
-
-    frames = traceback.extract_tb(err.__traceback__)
-    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
-    return " ".join(str(err).split()) + where
-
-
 def _guarded(name: str, check: Callable[..., Check], *args) -> Check:
     """Run one check; an error raised by the drafter's code is that check's FAIL, in one line."""
     try:
@@ -572,7 +564,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None and not args.json.parent.is_dir():
         ap.error(f"--json {args.json}: the directory {args.json.parent} does not exist")
     torch.set_num_threads(1)
-    from rsd.errors import RsdError
 
     try:
         drafters = compose_drafters(args.overrides)

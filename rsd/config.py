@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rsd.budgets import MAX_TREE_TOKENS, Budget, select_shapes
 from rsd.drafters.base import Drafter
-from rsd.errors import ConfigError, RsdError
+from rsd.errors import ConfigError, RsdError, one_line
 from rsd.models.hardware import resolve_dtype
 from rsd.plugins import import_object
 from rsd.sampling import SamplingParams
@@ -185,14 +185,14 @@ def _resolve_drafter(drafter_cfg: Mapping[str, Any], budget: Budget, pin: Mappin
         raise
     except Exception as err:  # a user's drafter: its own words, on one line
         raise ConfigError(f"drafter {method!r} could not list its shapes for budget {budget.tag}: "
-                          f"{type(err).__name__}: {_one_line(err)}") from None
+                          f"{type(err).__name__}: {one_line(err)}") from None
     shapes = select_shapes(method, listed, budget, pin)
     drafters = DrafterConfig(method, target, cls, verifier, tuple(shapes))
     for shape in shapes:
         try:
             drafter = drafters.make(shape)
         except Exception as err:
-            raise ConfigError(f"drafter {method!r} rejects shape {shape}: {_one_line(err)}") from None
+            raise ConfigError(f"drafter {method!r} rejects shape {shape}: {one_line(err, where=False)}") from None
         if drafter.max_tree_size > MAX_TREE_TOKENS:
             raise ConfigError(f"drafter {method!r} with shape {shape} drafts {drafter.max_tree_size:,} tokens per "
                               f"step, above {MAX_TREE_TOKENS:,} (more than any model's context holds): choose a "
@@ -200,10 +200,6 @@ def _resolve_drafter(drafter_cfg: Mapping[str, Any], budget: Budget, pin: Mappin
         if verifier is not None:
             verifier_for(drafter)  # refuse a verifier that is not exact on these trees before any model loads
     return drafters
-
-
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
 
 
 __all__ = ["NON_IDENTITY_KEYS", "SHAPE_FILTER_KEYS", "Dataset", "DrafterConfig", "ModelPairConfig", "RunConfig",

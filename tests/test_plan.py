@@ -56,11 +56,11 @@ def test_embedded_study_presets_plan_with_everything_available(preset, capsys):
 def test_quickstart_plan_says_everything_is_available(capsys):
     assert main(["experiment=quickstart"]) == 0
     out = capsys.readouterr().out
-    assert "16 jobs -> 29 runs" in out
+    assert "18 jobs -> 31 runs" in out
     assert "available embedded:smollm2-135m-instruct" in out and "available embedded:smollm2-draft-v2" in out
     assert "available dolly_builtin" in out
     assert "OK: everything needed is available and every pair fits" in out
-    assert "token budget: at most 2,784 new tokens" in out  # 21 runs x 3 prompts x 32 tokens
+    assert "token budget: at most 2,976 new tokens" in out  # 21 runs x 3 prompts x 32 tokens
 
 
 def test_opt_66b_in_float16_on_one_80gb_gpu_is_refused_with_the_fix():
