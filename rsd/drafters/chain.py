@@ -43,7 +43,7 @@ class SD(Drafter):
 
     def __init__(self, draft_length: int) -> None:
         if draft_length < 1:
-            raise ValueError(f"sd needs draft_length >= 1, got {draft_length}")
+            raise ValueError(f"{self.name} needs draft_length >= 1, got {draft_length}")
         self.length = draft_length
 
     @property

@@ -8,7 +8,8 @@ from typing import Any
 import torch
 
 from rsd.budgets import Budget
-from rsd.drafters.base import DraftContext, Drafter
+from rsd.drafters.base import DraftContext
+from rsd.drafters.chain import SD
 from rsd.tree import DraftTree
 
 
@@ -23,30 +24,17 @@ def lookup_continuation(tokens: Sequence[int], max_ngram: int, length: int) -> l
     return []
 
 
-class PLD(Drafter):
-    """A chain of at most L tokens copied from the prompt and the text so far (no draft model), each proposed by a
-    one-hot draft law and verified with the SD rule: an accepted token costs no draft forward at all."""
-
-    candidate_scheme = "single"
+class PLD(SD):
+    """SD's chain (its shape, rule and verifiers), but of at most L tokens copied from the prompt and the text so far
+    (no draft model), each proposed by a one-hot draft law: an accepted token costs no draft forward at all."""
 
     name = "pld"
-    rule = "sd"
-    tree_verifiers = ("block",)
 
     def __init__(self, draft_length: int, max_ngram: int = 3) -> None:
-        if draft_length < 1:
-            raise ValueError(f"pld needs draft_length >= 1, got {draft_length}")
         if max_ngram < 1:
             raise ValueError(f"pld needs max_ngram >= 1, got {max_ngram}")
-        self.length, self.max_ngram = draft_length, max_ngram
-
-    @property
-    def draft_length(self) -> int:
-        return self.length
-
-    @property
-    def max_tree_size(self) -> int:
-        return self.length
+        super().__init__(draft_length)
+        self.max_ngram = max_ngram
 
     @property
     def uses_draft_model(self) -> bool:
@@ -54,9 +42,8 @@ class PLD(Drafter):
 
     @classmethod
     def shapes(cls, budget: Budget, params: Mapping[str, Any]) -> list[dict]:
-        """L at a fixed draft length; L = B at a fixed target compute (a chain, like SD)."""
-        length = budget.draft_length if budget.kind == "fixed_length" else budget.target_tokens
-        return [{"draft_length": length, "max_ngram": params.get("max_ngram", 3)}]
+        """SD's shapes, each with the lookup's n-gram size."""
+        return [{**shape, "max_ngram": params.get("max_ngram", 3)} for shape in super().shapes(budget, params)]
 
     def describe(self) -> dict:
         return {**super().describe(), "max_ngram": self.max_ngram}
