@@ -265,4 +265,4 @@ def test_quickstart_registers_the_callback_and_keeps_its_sweep():
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["experiment=quickstart"], return_hydra_config=True)
     assert isinstance(instantiate(cfg.hydra.callbacks.report), Callback)
-    assert cfg.hydra.sweeper.params.drafter == "ar,sd,bv,specinfer,spectr,rsd_c,tv,rsd_s"
+    assert cfg.hydra.sweeper.params.drafter == "ar,sd,bv,pld,specinfer,spectr,rsd_c,tv,rsd_s"
