@@ -11,22 +11,37 @@ Stages (each resumable; outputs land in --work, default ~/.cache/rsd/draft-work)
   eval       mean per-token acceptance sum_x min(p, q) at temperature 1 and greedy agreement on fresh target
              answers to the built-in prompt sets (never used for training)
 
-The shipped draft was built by exactly what `all` runs (about 3.5 hours on 2 CPU cores, most of it `teacher`):
+The default draft, v2 (rsd/assets/smollm2-draft-v2: 4 layers of width 256, a head over the 16,384 most frequent answer
+tokens, 7.34M parameters), was built from the committed teacher data v2 (experiments/teacher_v2: 618k on-policy answer
+tokens in three styles) by one command, 4 epochs in 92 minutes of one core (single-thread training, no teacher
+forward: the sampled tokens are the targets, since no round was rescored):
+
+    python experiments/train_draft.py train --threads 1 --work ~/.cache/rsd/draft-work-v2 \
+        --out rsd/assets/smollm2-draft-v2
+    python experiments/train_draft.py eval --out rsd/assets/smollm2-draft-v2 --eval-prompts 8 --eval-max-new 64
+
+(defaults: --data rounds --width 256 --layers 4 --head-vocab 16384 --epochs 4 --lr 3e-3). Rounds rescored first
+(`rescore`, a target forward per token) are used with their top-32 teacher laws instead of the sampled tokens.
+
+The first draft, v1 (rsd/assets/smollm2-draft, model_pair=smollm2_v1), was built by exactly what `all` runs with
+`--data teacher --width 128 --head-vocab 0 --epochs 6` (about 3.5 hours on 2 CPU cores, most of it `teacher`):
 
     python experiments/train_draft.py questions --threads 1
     python experiments/train_draft.py teacher --threads 1
-    python experiments/train_draft.py train                                  # 6 epochs, lr 3e-3
-    python experiments/train_draft.py train --init-from rsd/assets/smollm2-draft --lr 1.5e-3   # 6 more epochs
-    python experiments/train_draft.py eval                                   # writes acceptance.json
+    python experiments/train_draft.py train --data teacher --width 128 --head-vocab 0 --epochs 6 \
+        --out rsd/assets/smollm2-draft
+    python experiments/train_draft.py train --data teacher --epochs 6 --lr 1.5e-3 \
+        --init-from rsd/assets/smollm2-draft --out rsd/assets/smollm2-draft
+    python experiments/train_draft.py eval --out rsd/assets/smollm2-draft
 
-The second draft's teacher data (in progress) is made in self-contained rounds, 96 questions, articles, summaries and
-translations each, by the target in bfloat16 at one thread (about 110 teacher tokens/s, 31k tokens a round, ~5 min):
+The teacher data v2 was made in self-contained rounds, 96 questions, articles, summaries and translations each, by
+the target in bfloat16 at one thread (about 110 teacher tokens/s, 31k tokens a round, ~5 min):
 
     python experiments/train_draft.py rounds --rounds 400 --batch 96 --threads 1 --dtype bfloat16 \
         --work ~/.cache/rsd/draft-work-v2                       # resumable: finished rounds are skipped
     python experiments/train_draft.py export --work ~/.cache/rsd/draft-work-v2   # token ids -> experiments/teacher_v2
     python experiments/train_draft.py rescore --dtype bfloat16 --batch 16 --work ~/.cache/rsd/draft-work-v2
-                                          # a fresh machine: rebuild the top-k teacher laws from the committed ids
+                                          # optional: the top-k teacher laws, a target forward per token
 
 The built-in evaluation prompts (rsd/data/builtin) are held out: training prompts are generated, not taken from them.
 """
