@@ -10,7 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 workers=${RSD_WORKERS:-2}
 
-worker() { python run.py -m "$@"; }
+# The first study ran with draft v1 in float32 under the pair name smollm2: these overrides give its run
+# directories exactly (the default pair now has draft v2).
+worker() { python run.py -m model_pair=smollm2_v1 model_pair.name=smollm2 "$@"; }
 
 sweep() {
   local pids=()
