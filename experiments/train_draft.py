@@ -291,7 +291,7 @@ def compact(items: list[dict]) -> list[dict]:
     return [it for it in items if it["answer"]]
 
 
-def stage_rounds(work: Path, rounds: int, batch: int, dtype: torch.dtype) -> None:
+def stage_rounds(work: Path, rounds: int, batch: int, dtype: torch.dtype, first: int = 0) -> None:
     """On-policy teacher data in self-contained rounds (resumable per round, each seeded by its index).
 
     A round: the target writes `batch` questions, answers them (Dolly style); writes `batch` news articles and
@@ -303,7 +303,7 @@ def stage_rounds(work: Path, rounds: int, batch: int, dtype: torch.dtype) -> Non
     stop = tok.convert_tokens_to_ids("<|im_end|>")
     out = work / "rounds"
     out.mkdir(parents=True, exist_ok=True)
-    for r in range(rounds):
+    for r in range(first, rounds):
         shard = out / f"round-{r:05d}.pt"
         if shard.exists():
             continue
@@ -678,6 +678,7 @@ def main() -> None:
     ap.add_argument("--tokens-dir", type=Path, default=Path(__file__).resolve().parent / "teacher_v2",
                     help="where `export` writes and `rescore` reads the rounds' token ids")
     ap.add_argument("--rounds", type=int, default=400, help="rounds of on-policy teacher data (stage rounds)")
+    ap.add_argument("--first-round", type=int, default=0, help="index of the first round `rounds` makes")
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                     help="the target's dtype while it writes teacher data")
     ap.add_argument("--work", type=Path, default=cache_root() / "draft-work")
@@ -708,7 +709,7 @@ def main() -> None:
     if args.stage in ("teacher", "all"):
         stage_teacher(args.work, args.batch)
     if args.stage == "rounds":
-        stage_rounds(args.work, args.rounds, args.batch, getattr(torch, args.dtype))
+        stage_rounds(args.work, args.rounds, args.batch, getattr(torch, args.dtype), args.first_round)
     if args.stage == "export":
         stage_export(args.work, args.tokens_dir)
     if args.stage == "rescore":
