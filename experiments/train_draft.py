@@ -546,7 +546,7 @@ def stage_train(args: argparse.Namespace, lr: float, init_from: Path | None = No
                 cur, cur_tok = [], 0
         for b in batches:
             model.train()
-            loss = distill_loss(model, b, max_len, tok.pad_token_id)
+            loss = distill_loss(model, b, max_len, tok.pad_token_id, args.loss)
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -618,12 +618,17 @@ def draft_answer_logp(model, batch: list[dict], max_len: int, pad_id: int):
     return torch.log_softmax(logits.float(), -1), t_idx, t_logp
 
 
-def distill_loss(model, batch: list[dict], max_len: int, pad_id: int) -> torch.Tensor:
-    """Cross-entropy to the teacher's top-k law renormalised (its tail carries little mass at temperature 1)."""
+def distill_loss(model, batch: list[dict], max_len: int, pad_id: int, kind: str = "kl") -> torch.Tensor:
+    """`kl`: cross-entropy to the teacher's top-k law renormalised (its tail carries little mass at temperature 1);
+    `tv`: 1 - sum_x min(p, q) over that law, the rejection rate a verifier pays (for a sampled token x: 1 - p(x));
+    `kl+tv`: their sum."""
     logp, t_idx, t_logp = draft_answer_logp(model, batch, max_len, pad_id)
     keep = torch.isfinite(t_logp).any(-1)  # positions whose teacher top-k has no token the head covers teach nothing
     teacher = torch.softmax(t_logp[keep], -1)
-    return -(teacher * logp[keep].gather(-1, t_idx[keep])).sum(-1).mean()
+    draft = logp[keep].gather(-1, t_idx[keep])
+    kl = -(teacher * draft).sum(-1).mean()
+    tv = 1 - torch.minimum(draft.exp(), teacher).sum(-1).mean()
+    return {"kl": kl, "tv": tv, "kl+tv": kl + tv}[kind]
 
 
 @torch.inference_mode()
@@ -694,6 +699,7 @@ def main() -> None:
                     help="tokens the draft's output head covers (the most frequent answer tokens; 0: all)")
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--loss", choices=["kl", "tv", "kl+tv"], default="kl", help="the distillation loss (train)")
     ap.add_argument("--max-len", type=int, default=384)
     ap.add_argument("--tokens-per-batch", type=int, default=4096)
     ap.add_argument("--init-scale", type=float, default=0.05, help="std of the PCA-initialised embedding")
