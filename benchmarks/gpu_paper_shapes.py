@@ -156,30 +156,33 @@ class SyncCounter(TorchFunctionMode):
 
 
 def syncs_per_step(engine: Engine, prompt: list[int], new_tokens: int) -> dict[str, float]:
-    """Host reads per step inside `Engine.step` over one short generation, outside and inside the models' forwards
-    (the engine's clock adds one explicit synchronize per step on CUDA, not counted here)."""
+    """Host reads per step inside `Engine.step`, outside and inside the models' forwards, over the steps that draft
+    the shape's full depth in one generation of `new_tokens` more tokens than that depth (the engine's clock adds one
+    explicit synchronize per step on CUDA, not counted here)."""
     counter = SyncCounter(engine.target.device)
     models = {id(lm.model): lm.model for lm in (engine.target, engine.draft) if lm is not None}.values()
     hooks = [h for m in models for h in (m.register_forward_pre_hook(counter.enter_forward),
                                          m.register_forward_hook(counter.leave_forward))]
-    step = engine.step
+    step, depth, full_steps = engine.step, engine.drafter.draft_length, 0
 
-    def counted(*args, **kwargs):
-        counter.active = True
+    def counted(committed, gen, out, max_depth=None, *rest):
+        nonlocal full_steps
+        counter.active = max_depth is None or max_depth >= depth  # the last steps of a generation draft less
+        full_steps += counter.active
         try:
-            return step(*args, **kwargs)
+            return step(committed, gen, out, max_depth, *rest)
         finally:
             counter.active = False
 
     engine.step = counted
     try:
         with counter:
-            out = engine.generate(prompt, new_tokens, prompt_generator(0, "syncs", engine.target.device))
+            engine.generate(prompt, new_tokens + depth, prompt_generator(0, "syncs", engine.target.device))
     finally:
         del engine.step
         for hook in hooks:
             hook.remove()
-    return {key: n / out.target_calls for key, n in counter.counts.items()}
+    return {key: n / full_steps for key, n in counter.counts.items()}
 
 
 def measure(engine: Engine, prompts: list[list[int]], max_new_tokens: int, sync_tokens: int) -> dict:
@@ -223,9 +226,9 @@ def write_report(path: Path, report: dict) -> None:
     os.replace(tmp, path)
 
 
-MAIN_COLUMNS = (("tokens_per_step", "tok/step", ".2f"), ("rate", "tok/s", ".1f"), ("draft_ms", "draft", ".2f"),
-                ("target_ms", "target", ".2f"), ("other_ms", "other", ".2f"), ("step_ms", "step", ".2f"),
-                ("syncs_engine", "syncs", ".1f"), ("syncs_forward", "fwd syncs", ".1f"))
+MAIN_COLUMNS = (("B", "B", "d"), ("tokens_per_step", "tok/step", ".2f"), ("rate", "tok/s", ".1f"),
+                ("draft_ms", "draft", ".2f"), ("target_ms", "target", ".2f"), ("other_ms", "other", ".2f"),
+                ("step_ms", "step", ".2f"), ("syncs_engine", "syncs", ".1f"), ("syncs_forward", "fwd syncs", ".1f"))
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -236,7 +239,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--prompts", type=int, default=2)
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--sync-tokens", type=int, default=8, help="new tokens of the generation counting host syncs")
+    ap.add_argument("--sync-tokens", type=int, default=8,
+                    help="new tokens beyond the shape's depth in the generation counting host syncs")
     ap.add_argument("--forward-sizes", default="1,2,4,8,16,32", help="tokens verified per timed target forward")
     ap.add_argument("--shapes", default="all",
                     help="comma-separated labels (common.SHAPES and BUDGET_14), 'quick', 'check' or 'all'")
@@ -253,6 +257,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if unknown:
         raise SystemExit(f"gpu_paper_shapes: unknown shape or pair {unknown}; shapes: {list(ALL_SHAPES)}, "
                          f"pairs: {list(PAIRS)}")
+    if args.sync_tokens < 1:
+        raise SystemExit(f"gpu_paper_shapes: --sync-tokens={args.sync_tokens}; give at least 1 (a full-depth step)")
     if args.scale_down:
         device, dtype, scale = torch.device("cpu"), torch.float32, 32
     else:
@@ -303,7 +309,7 @@ def run_pair(entry: dict, labels: list[str], args: argparse.Namespace, where: tu
             continue
         drafter = ALL_SHAPES[label]()
         engine = Engine(target, draft if drafter.draft_length else None, drafter, SamplingParams(1.0), [], vocab)
-        row = {"pair": entry["pair"], "method": label,
+        row = {"pair": entry["pair"], "method": label, "B": drafter.max_tree_size,
                **measure(engine, prompts, args.max_new_tokens, args.sync_tokens)}
         entry["rows"].append(row)
         if args.json:

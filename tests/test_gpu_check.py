@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,7 @@ def test_cpu_smoke_writes_every_method_and_budget(tmp_path, shapes_module):
         assert list(pair["target_forward_ms"]) == ["1", "2", "4", "8", "16", "32"]
         for row in pair["rows"]:
             assert row["rate"] > 0 and row["target_ms"] > 0 and row["static"] == "not built"
+            assert row["B"] == shapes_module.ALL_SHAPES[row["method"]]().max_tree_size
             assert (row["draft_ms"] > 0) == (row["method"] != "ar")
             assert row["syncs_engine"] >= 1  # verification reads at least the accepted path back
     assert "SCALED DOWN" in run.stdout and "static path: not built" in run.stdout
@@ -77,3 +79,32 @@ def test_a_forward_that_ignores_the_cache_is_refused(shapes_module, monkeypatch)
     monkeypatch.setattr(CausalLM, "forward", lambda self, tokens, positions, attend, last=0: None)
     with pytest.raises(SystemExit, match="cannot run rsd's forward .*left 0 of 4 tokens"):
         shapes_module.check_forward(torch.float32)
+
+
+class _Probe(torch.nn.Module):
+    def forward(self, x):
+        return x.sum().item()
+
+
+class _FakeEngine:
+    """Steps of max_depth 5, 3, 1 after a depth-3 drafter: each reads `max_depth` values back and runs one forward."""
+
+    def __init__(self):
+        model = _Probe()
+        self.target = types.SimpleNamespace(model=model, device=torch.device("cpu"))
+        self.draft = None
+        self.drafter = types.SimpleNamespace(draft_length=3)
+
+    def step(self, committed, gen, out, max_depth=None, *rest):
+        [torch.zeros(1).item() for _ in range(max_depth)]
+        self.target.model(torch.ones(2))
+
+    def generate(self, prompt, new_tokens, gen):
+        for max_depth in (5, 3, 1):
+            self.step(prompt, gen, None, max_depth)
+
+
+def test_syncs_per_step_counts_full_depth_steps_and_splits_forwards(shapes_module):
+    engine = _FakeEngine()
+    assert shapes_module.syncs_per_step(engine, [1], 1) == {"syncs_engine": 4.0, "syncs_forward": 1.0}
+    assert "step" not in vars(engine) and not engine.target.model._forward_pre_hooks  # instrumentation removed
