@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rsd.data import load_builtin  # noqa: E402
 from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr  # noqa: E402
 from rsd.drafters.base import Drafter  # noqa: E402
-from rsd.engine import Engine  # noqa: E402
+from rsd.engine import Engine, Generation  # noqa: E402
 from rsd.models.pairs import load_pair  # noqa: E402
 from rsd.sampling import prompt_generator  # noqa: E402
 
@@ -149,12 +149,17 @@ def parser_and_prompts(description: str, **extra: dict
     return args, pair, prompts, labels
 
 
+def generate_all(engine: Engine, prompts: list[list[int]], max_new_tokens: int) -> list[Generation]:
+    """Every prompt generated in turn, prompt i with its own generator (seed 0, id i) on the target's device."""
+    return [engine.generate(ids, max_new_tokens, prompt_generator(0, str(i), engine.target.device))
+            for i, ids in enumerate(prompts)]
+
+
 def profile_prompts(engine: Engine, prompts: list[list[int]], max_new_tokens: int):
     """One untimed warm-up, then every prompt generated under `profiled`: the profile, with steps, tokens and wall."""
     engine.warm_up(prompts[0])
     with profiled(engine) as prof:
-        for i, ids in enumerate(prompts):
-            out = engine.generate(ids, max_new_tokens, prompt_generator(0, str(i)))
+        for out in generate_all(engine, prompts, max_new_tokens):
             prof.steps += out.target_calls
             prof.tokens += len(out.new_token_ids)
             prof.s["wall"] += out.wall_s
