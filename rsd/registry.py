@@ -71,7 +71,7 @@ def lookup(registry: Registry, name: str, key: str | None = None) -> Any:
     """The object `name` stands for (a registered name, or a user's dotted path where the registry is open), checked
     against the registry's base; a one-line ConfigError naming `key` (default: the registry's) otherwise."""
     key = key or registry.key
-    if name in registry.entries:
+    if isinstance(name, str) and name in registry.entries:
         return _checked(registry, key, name, import_object(registry.entries[name]))
     if not (registry.open and isinstance(name, str) and "." in name.strip(".")):
         raise ConfigError(f"{key}={name!r} is not {_a(registry.kind)}{_did_you_mean(registry, name)}; "
@@ -120,7 +120,11 @@ def _checked(registry: Registry, key: str, name: str, obj: Any) -> Any:
     if getattr(base, "_is_protocol", False):
         methods = [m for m in _members(base) if callable(getattr(base, m, None))]
         if registry.instances and isinstance(obj, type) and all(callable(getattr(obj, m, None)) for m in methods):
-            obj = obj()
+            try:
+                obj = obj()
+            except Exception as err:  # a user's class: its own words, on one line
+                raise ConfigError(f"{key}={name!r} could not be constructed without arguments: "
+                                  f"{type(err).__name__}: {one_line(err)}") from None
         missing = [m for m in _members(base) if not hasattr(obj, m) or (m in methods and not callable(getattr(obj, m)))]
         if missing:
             raise ConfigError(f"{key}={name!r} is not a {base.__name__} (it has no {', '.join(missing)}): name a "

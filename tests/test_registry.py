@@ -111,6 +111,18 @@ def test_an_object_of_the_wrong_kind_is_refused(registry, path, words):
     assert str(err.value).startswith(f"{registry.key}={path!r} {words}") and "\n" not in str(err.value)
 
 
+class NeedsArguments(Walk):
+    def __init__(self, depth):
+        super().__init__()
+
+
+def test_a_name_that_is_not_a_string_or_a_class_that_cannot_be_built_is_one_line():
+    with pytest.raises(ConfigError, match=r"^logger.name=\['wandb'\] is not a logger \(did you mean 'wandb'\?\)"):
+        lookup(LOGGERS, ["wandb"])
+    with pytest.raises(ConfigError, match=r"could not be constructed without arguments: TypeError: .*depth"):
+        lookup(VERIFIERS, f"{__name__}.NeedsArguments")
+
+
 def test_a_closed_kind_refuses_dotted_paths():
     for registry in (DATASETS, TINY_MODELS, EMBEDDED_MODELS):
         assert not registry.open
