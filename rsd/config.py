@@ -20,7 +20,7 @@ from rsd.budgets import MAX_TREE_TOKENS, Budget, select_shapes
 from rsd.drafters.base import Drafter
 from rsd.errors import ConfigError, RsdError, one_line
 from rsd.models.hardware import resolve_dtype
-from rsd.plugins import import_object
+from rsd.registry import DRAFTERS, lookup
 from rsd.sampling import SamplingParams
 from rsd.selection import selection_config
 from rsd.validate import validate_config
@@ -139,17 +139,12 @@ def to_dict(cfg: DictConfig | Mapping) -> dict:
     return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
 
 
-def drafter_class(target: str) -> type[Drafter]:
-    """Import `package.module.Class` (the drafter YAML's `_target_`) and check it is a Drafter."""
-    cls = import_object(target, "drafter _target_", "is its package installed or on PYTHONPATH?")
-    if not (isinstance(cls, type) and issubclass(cls, Drafter)):
-        raise ConfigError(f"drafter _target_ {target!r} is not a subclass of rsd.drafters.Drafter")
-    return cls
-
-
 def resolve_config(cfg: DictConfig | Mapping) -> RunConfig:
     """Check `cfg` (rsd.validate, then the drafter and its shapes) and return it typed; ConfigError on bad input."""
     conf = {k: v for k, v in to_dict(cfg).items() if k != "hydra"}
+    drafter = conf.get("drafter")
+    if isinstance(drafter, Mapping) and isinstance(drafter.get("_target_"), str):  # `sd` and its path: one identity
+        conf["drafter"] = {**drafter, "_target_": DRAFTERS.path(drafter["_target_"])}
     validate_config(conf)
     if conf["model_pair"].get("dtype") == "auto":  # made concrete here, so a run's identity names its real dtype
         pair = conf["model_pair"]
@@ -174,7 +169,7 @@ def _resolve_drafter(drafter_cfg: Mapping[str, Any], budget: Budget, pin: Mappin
     whatever it raises, is a one-line ConfigError here)."""
     params = dict(drafter_cfg)
     target, method = params.pop("_target_"), params.pop("name")
-    cls = drafter_class(target)
+    cls = lookup(DRAFTERS, target)
     verifier = params.pop("verifier", None)
     verifier = None if verifier == cls.verifier else verifier
     if verifier is not None:
@@ -203,4 +198,4 @@ def _resolve_drafter(drafter_cfg: Mapping[str, Any], budget: Budget, pin: Mappin
 
 
 __all__ = ["NON_IDENTITY_KEYS", "SHAPE_FILTER_KEYS", "Dataset", "DrafterConfig", "ModelPairConfig", "RunConfig",
-           "Sampling", "Selection", "drafter_class", "resolve_config", "to_dict"]
+           "Sampling", "Selection", "resolve_config", "to_dict"]

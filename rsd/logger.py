@@ -1,4 +1,5 @@
-"""Experiment loggers: `none` (default) and `wandb` (offline unless the user has an API key, or mode says so).
+"""Experiment loggers: `none` (default), `wandb` (offline unless the user has an API key, or mode says so), or a
+user's class by dotted path (rsd.registry.LOGGERS), constructed as `cls(logger config, run plan)`.
 
 A `WANDB_MODE` set in the environment always wins over `logger.mode`: a user (or a cluster's job script) who
 exported WANDB_MODE=offline or disabled must never be uploaded by a config default.
@@ -11,6 +12,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
+
+from rsd.registry import LOGGERS, lookup
 
 
 class RunInfo(Protocol):
@@ -26,8 +29,24 @@ PER_PROMPT_KEYS = ("new_tokens", "target_calls", "draft_calls", "block_efficienc
                    "time_target_s", "score")
 
 
+class Logger(Protocol):
+    """What the runner calls: once per finished prompt, once with the run's summary, then `close`."""
+
+    def log_prompt(self, index: int, record: Mapping[str, Any]) -> None:
+        """Log one prompt's record (`index`: its position in the run)."""
+
+    def log_summary(self, summary: Mapping[str, Any]) -> None:
+        """Log the run's summary."""
+
+    def close(self) -> None:
+        """Flush and release whatever the logger holds."""
+
+
 class NullLogger:
     """Logs nothing and writes nothing."""
+
+    def __init__(self, cfg: Mapping[str, Any], plan: RunInfo) -> None:
+        return None
 
     def log_prompt(self, index: int, record: Mapping[str, Any]) -> None:
         return None
@@ -97,12 +116,6 @@ class WandbLogger:
         self.run.finish()
 
 
-def make_logger(cfg: Mapping[str, Any], plan: RunInfo) -> NullLogger | WandbLogger:
-    name = cfg.get("name", "none")
-    if name == "none":
-        return NullLogger()
-    if name == "wandb":
-        return WandbLogger(cfg, plan)
-    from rsd.errors import ConfigError
-
-    raise ConfigError(f"unknown logger {name!r}; use logger=none or logger=wandb")
+def make_logger(cfg: Mapping[str, Any], plan: RunInfo) -> Logger:
+    """The logger `cfg["name"]` names (rsd.registry.LOGGERS), for the run `plan`."""
+    return lookup(LOGGERS, cfg.get("name", "none"))(cfg, plan)

@@ -151,7 +151,8 @@ def model_config(spec: str, tiny: tuple = ()) -> tuple[Any, str]:
     from transformers import AutoConfig
 
     import rsd.models.trimmed  # noqa: F401  (registers the trimmed-head draft's config class)
-    from rsd.models.embedded import EMBEDDED, SHIPPED_DRAFTS
+    from rsd.models.embedded import SHIPPED_DRAFTS
+    from rsd.registry import EMBEDDED_MODELS
 
     if spec.startswith("tiny:"):
         from rsd.models.tiny import tiny_pair
@@ -163,7 +164,7 @@ def model_config(spec: str, tiny: tuple = ()) -> tuple[Any, str]:
         name = spec.split(":", 1)[1]
         if name in SHIPPED_DRAFTS:
             path = SHIPPED_DRAFTS[name]
-        elif name in EMBEDDED:
+        elif spec in EMBEDDED_MODELS:
             from rsd.models.embedded import cache_root
 
             path = cache_root() / name

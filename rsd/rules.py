@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from rsd.registry import RULES, lookup
+
 if TYPE_CHECKING:
     from rsd.coins import Coins
 
@@ -163,21 +165,11 @@ def onehot_rule(q: torch.Tensor, p: torch.Tensor, candidates: torch.Tensor) -> N
     return NodeLaw(torch.stack(num), torch.stack(den), r)
 
 
-RULES: dict[str, NodeRule] = {
-    "sd": sd_rule,
-    "specinfer": specinfer_rule,
-    "kseq": kseq_rule,
-    "rsd": rsd_rule,
-    "onehot": onehot_rule,
-}
-
-
 def get_rule(rule: str | NodeRule) -> NodeRule:
-    """A rule by name, or the callable itself (a user drafter may supply its own), run in float32 or wider."""
+    """A rule by name (rsd.registry.RULES, or a user's dotted path), or the callable itself (a user drafter may
+    supply its own), run in float32 or wider."""
     if not callable(rule):
-        if rule not in RULES:
-            raise KeyError(f"unknown node rule {rule!r}; known rules: {sorted(RULES)}")
-        rule = RULES[rule]
+        rule = lookup(RULES, rule)
     return functools.partial(_at_least_float32, rule)
 
 

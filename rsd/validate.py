@@ -22,18 +22,16 @@ from rsd.budgets import Budget
 from rsd.errors import ConfigError
 from rsd.logger import check_wandb_credentials
 from rsd.metrics import TASK_METRIC
-from rsd.models.embedded import EMBEDDED
 from rsd.models.spec import looks_like_local_path
+from rsd.registry import DATASETS, EMBEDDED_MODELS, LOGGERS, TINY_MODELS, lookup
 from rsd.selection import selection_config
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 DTYPES = ("float32", "float16", "bfloat16", "float64")
-LOGGERS = ("none", "wandb")
 WANDB_MODES = ("auto", "online", "offline", "disabled")
 WANDB_ENV_MODES = ("online", "offline", "disabled", "shared", "dryrun", "run")  # what wandb itself accepts
 # Keys every drafter accepts, whatever its YAML declares (the verifier plug-in: docs/adding_a_drafter.md §4).
 DRAFTER_KEYS = ("_target_", "name", "verifier")
-TINY_ARCHS = ("llama", "opt")
 TINY_DTYPE = "float32"  # the tiny pairs are built in float32 whatever model_pair.dtype says
 BYTE_VOCAB = 258  # the tiny pairs' byte tokenizer: 256 bytes, BOS and EOS
 # The smallest positive temperature: dividing logits by less overflows float32 into NaN (1e-300 did); 0 is greedy.
@@ -110,6 +108,8 @@ def _check_dataset(d: Mapping[str, Any]) -> None:
     if seed is not None and not _is_int(seed):
         raise ConfigError(f"dataset.shuffle_seed={seed!r} must be an integer (a reproducible random choice of "
                           "prompts) or null for the file's order")
+    if d.get("source", "builtin") == "builtin":
+        lookup(DATASETS, d.get("name"))
     task = d.get("task")
     if task is not None and task not in TASK_METRIC:
         raise ConfigError(f"dataset.task={task!r} is not a task rsd can score; use "
@@ -148,8 +148,7 @@ def _check_tiny(m: Mapping[str, Any]) -> None:
 def _check_model_pair(m: Mapping[str, Any]) -> None:
     target, draft, tokenizer = m.get("target"), m.get("draft"), m.get("tokenizer")
     if str(target).startswith("tiny:"):
-        if target.split(":", 1)[1] not in TINY_ARCHS:
-            raise ConfigError(f"model_pair.target={target!r} is not a tiny pair; use tiny:llama or tiny:opt")
+        lookup(TINY_MODELS, target)
         if draft not in (None, target):
             raise ConfigError(f"model_pair.draft={draft!r} is ignored by the tiny pair {target!r}, which builds its "
                               "own draft: drop the override, or set model_pair.target to a real model too")
@@ -164,9 +163,7 @@ def _check_model_pair(m: Mapping[str, Any]) -> None:
         if not isinstance(spec, str) or spec.startswith("tiny:"):
             continue
         if spec.startswith("embedded:"):
-            if spec.split(":", 1)[1] not in EMBEDDED:
-                raise ConfigError(f"model_pair.{key}={spec!r} is not an embedded model; use one of "
-                                  + ", ".join(f"embedded:{n}" for n in sorted(EMBEDDED)))
+            lookup(EMBEDDED_MODELS, spec, f"model_pair.{key}")
         elif looks_like_local_path(spec) and not Path(spec).expanduser().exists():
             raise ConfigError(f"model_pair.{key}={spec!r} is a local path that does not exist (relative paths start "
                               f"in {Path.cwd()}): fix the path, or give a hub id such as facebook/opt-125m")
@@ -231,8 +228,7 @@ def drafter_defaults(conf_dir: Path = CONF_DIR) -> dict[str, dict[str, Any]]:
 
 def _check_logger(lg: Mapping[str, Any]) -> None:
     name = lg.get("name", "none")
-    if name not in LOGGERS:
-        raise ConfigError(f"logger.name={name!r} is not a logger; use logger=none or logger=wandb")
+    lookup(LOGGERS, name)
     if name != "wandb":
         return
     mode = lg.get("mode", "auto")

@@ -16,22 +16,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rsd.errors import RsdError
+from rsd.registry import DATASETS, lookup
 
 if TYPE_CHECKING:
     import datasets
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 
-# The built-in sets: file, template and reference field (conf/dataset/*_builtin.yaml name them).
-BUILTIN = {
-    "xsum_builtin": {"file": "xsum.jsonl", "template": "Summarize the following news article in one sentence.\n\n"
-                     "Article: {document}", "reference_field": "summary", "task": "summarization"},
-    "wmt_builtin": {"file": "wmt.jsonl", "template": "Translate the following German text into English.\n\n"
-                    "German: {de}", "reference_field": "en", "task": "translation"},
-    "dolly_builtin": {"file": "dolly.jsonl", "template": "{instruction}",
-                      "context_template": "{instruction}\n\nContext: {context}", "reference_field": "response",
-                      "task": "instruction"},
-}
+
+@dataclass(frozen=True)
+class BuiltinSet:
+    """A prompt set shipped as a JSONL file (rsd.registry.DATASETS names them): its rows' template and reference."""
+
+    file: Path
+    template: str
+    reference_field: str
+    context_template: str | None = None
+
+
+XSUM = BuiltinSet(BUILTIN_DIR / "xsum.jsonl", "Summarize the following news article in one sentence.\n\n"
+                  "Article: {document}", "summary")
+WMT = BuiltinSet(BUILTIN_DIR / "wmt.jsonl", "Translate the following German text into English.\n\nGerman: {de}", "en")
+DOLLY = BuiltinSet(BUILTIN_DIR / "dolly.jsonl", "{instruction}", "response",
+                   "{instruction}\n\nContext: {context}")
 
 
 class DatasetError(RsdError, ValueError):
@@ -104,13 +111,11 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def load_builtin(name: str) -> list[Example]:
-    """All examples of a built-in set (`xsum_builtin`, `wmt_builtin`, `dolly_builtin`)."""
-    if name not in BUILTIN:
-        raise DatasetError(f"unknown built-in dataset {name!r}; choose one of {sorted(BUILTIN)}")
-    spec = BUILTIN[name]
-    rows = read_jsonl(BUILTIN_DIR / spec["file"])
-    return [to_example(r, i, spec["template"], spec["reference_field"], "id", "context",
-                       spec.get("context_template")) for i, r in enumerate(rows)]
+    """All examples of a built-in set (`xsum_builtin`, `wmt_builtin`, `dolly_builtin`: rsd.registry.DATASETS)."""
+    spec = lookup(DATASETS, name)
+    rows = read_jsonl(spec.file)
+    return [to_example(r, i, spec.template, spec.reference_field, "id", "context", spec.context_template)
+            for i, r in enumerate(rows)]
 
 
 def load_local(path: str | Path) -> list[Example]:
@@ -259,7 +264,7 @@ def dataset_status(cfg: Mapping[str, Any]) -> tuple[bool, str]:
     """
     source = cfg.get("source", "builtin")
     if source == "builtin":
-        ok = cfg.get("name") in BUILTIN
+        ok = cfg.get("name") in DATASETS
         return ok, "built in (rsd/data/builtin)" if ok else f"unknown built-in set {cfg.get('name')!r}"
     if source == "local":
         path = Path(str(cfg.get("path") or "")).expanduser()

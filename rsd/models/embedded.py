@@ -144,6 +144,6 @@ def shipped_draft_dir(name: str) -> Path:
     return path
 
 
-# embedded:NAME -> the function that returns its directory (converting or checking it on first use)
-EMBEDDED = {"smollm2-135m-instruct": embedded_target_dir,
-            **{name: functools.partial(shipped_draft_dir, name) for name in SHIPPED_DRAFTS}}
+# The shipped drafts' entries in rsd.registry.EMBEDDED_MODELS (embedded_target_dir is the target's).
+smollm2_draft_dir = functools.partial(shipped_draft_dir, "smollm2-draft")
+smollm2_draft_v2_dir = functools.partial(shipped_draft_dir, "smollm2-draft-v2")

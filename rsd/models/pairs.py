@@ -18,7 +18,6 @@ from rsd.errors import ConfigError
 from rsd.models.adapter import CausalLM
 from rsd.models.dial import MixtureLM
 from rsd.models.embedded import (
-    EMBEDDED,
     SHIPPED_DRAFTS,
     ModelUnavailableError,
     cache_root,
@@ -27,6 +26,7 @@ from rsd.models.embedded import (
 from rsd.models.spec import looks_like_local_path
 from rsd.models.tiny import CONTEXT_LENGTH, tiny_pair
 from rsd.models.trimmed import output_width
+from rsd.registry import EMBEDDED_MODELS, lookup
 
 
 class TokenizerMismatchError(ConfigError):
@@ -105,10 +105,7 @@ def resolve_device(device: str) -> torch.device:
 def resolve_path(spec: str) -> str:
     """`embedded:NAME` -> the converted/shipped directory; anything else is a hub id or a local path."""
     if spec.startswith("embedded:"):
-        name = spec.split(":", 1)[1]
-        if name not in EMBEDDED:
-            raise ModelUnavailableError(f"unknown embedded model {name!r}; known: {sorted(EMBEDDED)}")
-        return str(EMBEDDED[name]())
+        return str(lookup(EMBEDDED_MODELS, spec, "model")())
     return spec
 
 
@@ -195,19 +192,21 @@ def model_status(spec: str, tokenizer_only: bool = False) -> tuple[bool, str]:
     if spec.startswith("tiny:"):
         return True, "built from a config (no files)"
     if spec.startswith("embedded:"):
+        try:
+            lookup(EMBEDDED_MODELS, spec, "model")
+        except ConfigError as err:
+            return False, str(err)
         name = spec.split(":", 1)[1]
         if name in SHIPPED_DRAFTS:
             path = SHIPPED_DRAFTS[name]
             return (path / "config.json").is_file(), f"shipped in {path}"
-        if name == "smollm2-135m-instruct":
-            converted = cache_root() / "smollm2-135m-instruct"
-            if (converted / "model.safetensors").is_file():
-                return True, f"converted in {converted}"
-            try:
-                return True, f"converted on first use from {gguf_path()}"
-            except ModelUnavailableError as err:
-                return False, str(err)
-        return False, f"unknown embedded model {name!r}; known: {sorted(EMBEDDED)}"
+        converted = cache_root() / name  # the one embedded model converted from a GGUF file
+        if (converted / "model.safetensors").is_file():
+            return True, f"converted in {converted}"
+        try:
+            return True, f"converted on first use from {gguf_path()}"
+        except ModelUnavailableError as err:
+            return False, str(err)
     path = Path(spec).expanduser()
     if path.exists() or spec.startswith(("/", "./", "../", "~")):
         problem = local_model_problem(path, tokenizer_only)

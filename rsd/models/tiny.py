@@ -5,26 +5,34 @@ from __future__ import annotations
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, OPTConfig, OPTForCausalLM, PreTrainedModel
 
+from rsd.registry import TINY_MODELS, lookup
+
 CONTEXT_LENGTH = 2048  # max_position_embeddings of every tiny model
+
+
+def llama(vocab_size: int, hidden_size: int, num_layers: int, init_std: float
+          ) -> tuple[LlamaConfig, type[LlamaForCausalLM]]:
+    """`tiny:llama`'s config and model class."""
+    return LlamaConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
+                       num_attention_heads=2, max_position_embeddings=CONTEXT_LENGTH,
+                       intermediate_size=2 * hidden_size, num_key_value_heads=1, tie_word_embeddings=False,
+                       initializer_range=init_std, bos_token_id=0, eos_token_id=1, pad_token_id=1), LlamaForCausalLM
+
+
+def opt(vocab_size: int, hidden_size: int, num_layers: int, init_std: float
+        ) -> tuple[OPTConfig, type[OPTForCausalLM]]:
+    """`tiny:opt`'s config and model class."""
+    return OPTConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
+                     num_attention_heads=2, max_position_embeddings=CONTEXT_LENGTH, ffn_dim=2 * hidden_size,
+                     word_embed_proj_dim=hidden_size, init_std=init_std, bos_token_id=0, eos_token_id=1,
+                     pad_token_id=1, enable_bias=True), OPTForCausalLM
 
 
 def tiny_model(arch: str, vocab_size: int, hidden_size: int, num_layers: int, seed: int,
                init_std: float = 0.02, attn_implementation: str = "sdpa") -> PreTrainedModel:
-    """A deterministic random-weight causal LM; a large `init_std` makes its next-token laws peaked."""
-    common = dict(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
-                  num_attention_heads=2, max_position_embeddings=CONTEXT_LENGTH, init_std=init_std)
-    if arch == "llama":
-        config = LlamaConfig(intermediate_size=2 * hidden_size, num_key_value_heads=1, tie_word_embeddings=False,
-                             initializer_range=init_std, bos_token_id=0, eos_token_id=1, pad_token_id=1,
-                             **{k: v for k, v in common.items() if k != "init_std"})
-        cls = LlamaForCausalLM
-    elif arch == "opt":
-        config = OPTConfig(ffn_dim=2 * hidden_size, word_embed_proj_dim=hidden_size, init_std=init_std,
-                           bos_token_id=0, eos_token_id=1, pad_token_id=1, enable_bias=True,
-                           **{k: v for k, v in common.items() if k != "init_std"})
-        cls = OPTForCausalLM
-    else:
-        raise ValueError(f"unknown tiny architecture {arch!r}; use 'llama' or 'opt'")
+    """A deterministic random-weight causal LM of `tiny:ARCH` (rsd.registry.TINY_MODELS); a large `init_std` makes
+    its next-token laws peaked."""
+    config, cls = lookup(TINY_MODELS, f"tiny:{arch}")(vocab_size, hidden_size, num_layers, init_std)
     config._attn_implementation = attn_implementation
     default_dtype = torch.get_default_dtype()
     torch.set_default_dtype(torch.float32)  # the weights must not depend on the caller's default dtype

@@ -10,14 +10,13 @@ also give `root_acceptance(tree, q)`: the exact probability that the first emitt
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
 from rsd.coins import Coins, RandomCoins  # noqa: F401  (re-exported: the verifier API)
 from rsd.errors import ConfigError
-from rsd.plugins import import_object
+from rsd.registry import VERIFIERS, lookup
 
 if TYPE_CHECKING:
     from rsd.tree import DraftTree
@@ -37,28 +36,10 @@ class Verifier(Protocol):
         """Exact E[number of emitted tokens | tree, laws] (docs/algorithms.md#expected-yield); draws no randomness."""
 
 
-BUILTIN = ("walk", "block", "traversal")
-
-
 def get_verifier(spec: str | Verifier) -> Verifier:
-    """A verifier from 'walk' | 'block' | 'traversal' | 'pkg.mod.Obj' (a Verifier class, instantiated without
-    arguments, or instance); anything without `name`, `verify` and `expected_yield` is a ConfigError."""
-    if not isinstance(spec, str):
-        return spec
-    if spec in BUILTIN:
-        module = importlib.import_module(f"rsd.verify.{spec}")
-        return module.VERIFIER()
-    obj = import_object(spec, "drafter.verifier", f"use one of {list(BUILTIN)} or a dotted path 'pkg.mod.Obj' on "
-                        "PYTHONPATH")
-    if isinstance(obj, type) and all(callable(getattr(obj, m, None)) for m in ("verify", "expected_yield")):
-        obj = obj()
-    missing = [m for m in ("name", "verify", "expected_yield")
-               if not hasattr(obj, m) or (m != "name" and not callable(getattr(obj, m)))]
-    if missing:
-        raise ConfigError(f"drafter.verifier={spec!r} is not a Verifier (it has no {', '.join(missing)}): name a "
-                          "class or instance with `name`, `verify(tree, q, coins, eos)` and `expected_yield(tree, q, "
-                          "eos)` (rsd.verify.base.Verifier)")
-    return obj
+    """A verifier from its name in rsd.registry.VERIFIERS or a dotted path 'pkg.mod.Obj' (a Verifier class,
+    instantiated without arguments, or instance); anything else is a ConfigError."""
+    return lookup(VERIFIERS, spec) if isinstance(spec, str) else spec
 
 
 # Which drafts each tree-level verifier is exact on (docs/algorithms.md#verifiers): Block verification needs a chain

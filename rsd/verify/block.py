@@ -106,5 +106,3 @@ class Block:
         _, h = self.weights(tree, q, nodes)
         return 1.0 - math.prod(1.0 - x for x in h[1:])
 
-
-VERIFIER = Block

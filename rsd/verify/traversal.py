@@ -133,5 +133,3 @@ class Traversal:
             state.reject(a)
         return 1.0 - survive
 
-
-VERIFIER = Traversal

@@ -68,5 +68,3 @@ class Walk:
         law = get_rule(tree.rule)(q[0], tree.draft_probs[0].to(q.device), tokens)
         return 1.0 - float((1 - law.accept_probs().double()).prod())
 
-
-VERIFIER = Walk
