@@ -26,6 +26,18 @@ class Coins(Protocol):
         """One index drawn from `probs` (a normalised vector)."""
 
 
+def first_outcome(coins: Coins, probs: torch.Tensor, stop_on: bool) -> int:
+    """Flip `coins.accept(p)` for p in `probs` in order, stopping at the first outcome equal to `stop_on`: its index,
+    or len(probs) if none. Coins with a `first` method (RandomCoins) do it with one host read."""
+    batched = getattr(coins, "first", None)
+    if batched is not None:
+        return batched(probs, stop_on)
+    for i, prob in enumerate(probs.tolist()):
+        if coins.accept(prob) == stop_on:
+            return i
+    return len(probs)
+
+
 class Draws(Protocol):
     """The only source of randomness a drafter may use (what `rsd.certify`'s exact oracle can see)."""
 
@@ -54,6 +66,21 @@ class RandomCoins:
 
     def draw(self, probs: torch.Tensor) -> int:
         return sample(probs, self.gen)
+
+    def first(self, probs: torch.Tensor, stop_on: bool) -> int:
+        """`first_outcome` with one host read: all uniforms drawn at once, then the generator rewound to consume only
+        those a sequential run would have (on CPU the stream equals sequential `accept` calls, bit for bit)."""
+        n = len(probs)
+        if n == 0:
+            return 0
+        state = self.gen.get_state()
+        u = uniform(self.gen, n)
+        hit = (u <= probs.to(u.device, torch.float64)) == stop_on
+        index = int(torch.where(hit.any(), hit.to(torch.uint8).argmax(), n))
+        if index < n - 1:
+            self.gen.set_state(state)
+            uniform(self.gen, index + 1)
+        return index
 
 
 class RandomDraws:
