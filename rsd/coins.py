@@ -13,7 +13,7 @@ from typing import Protocol
 import torch
 
 from rsd.gumbel import gumbel_topk, sbs_step
-from rsd.sampling import sample, sample_iid, uniform
+from rsd.sampling import sample, sample_iid, sample_iid_rows, uniform
 
 
 class Coins(Protocol):
@@ -55,6 +55,15 @@ class Draws(Protocol):
         """One stochastic beam search step: (parent beam, token, phi, key) of the kept pairs (rsd.gumbel.sbs_step)."""
 
 
+def iid_rows(draws: Draws, probs: torch.Tensor, counts: list[int]) -> list[list[int]]:
+    """`draws.iid(probs[i], counts[i])` for each row i in order; Draws with an `iid_rows` method (RandomDraws) do it
+    with one host read."""
+    batched = getattr(draws, "iid_rows", None)
+    if batched is not None:
+        return batched(probs, counts)
+    return [draws.iid(p, n) for p, n in zip(probs, counts)]
+
+
 class RandomCoins:
     """The engine's coins: u ~ U(0, 1] from the prompt's generator, accept iff u <= prob; draws by multinomial."""
 
@@ -94,6 +103,9 @@ class RandomDraws:
 
     def iid(self, probs: torch.Tensor, n: int) -> list[int]:
         return sample_iid(probs, n, self.gen)
+
+    def iid_rows(self, probs: torch.Tensor, counts: list[int]) -> list[list[int]]:
+        return sample_iid_rows(probs, counts, self.gen)
 
     def without_replacement(self, probs: torch.Tensor, k: int) -> list[list[int]]:
         return gumbel_topk(probs, k, self.gen)

@@ -74,6 +74,16 @@ def sample_iid(probs: torch.Tensor, n: int, gen: torch.Generator) -> list[int]:
     return torch.multinomial(probs.float().to(gen.device), n, replacement=True, generator=gen).tolist()
 
 
+def sample_iid_rows(probs: torch.Tensor, counts: list[int], gen: torch.Generator) -> list[list[int]]:
+    """counts[i] i.i.d. tokens from each row i of probs [n, V]: the same draws, in the same order, as `sample_iid` row
+    by row, with one host read."""
+    rows = [torch.multinomial(p.float().to(gen.device), n, replacement=True, generator=gen)
+            for p, n in zip(probs, counts)]
+    flat = torch.cat(rows).tolist()
+    starts = [sum(counts[:i]) for i in range(len(counts) + 1)]
+    return [flat[starts[i]: starts[i + 1]] for i in range(len(counts))]
+
+
 def sample(probs: torch.Tensor, gen: torch.Generator) -> int:
     """One token from a probability vector."""
     return sample_iid(probs, 1, gen)[0]
