@@ -13,7 +13,7 @@ from typing import Protocol
 import torch
 
 from rsd.gumbel import gumbel_topk, sbs_step
-from rsd.sampling import sample, sample_iid, sample_iid_rows, uniform
+from rsd.sampling import multinomial, sample, sample_iid, sample_iid_rows, uniform
 
 
 class Coins(Protocol):
@@ -65,16 +65,38 @@ def iid_rows(draws: Draws, probs: torch.Tensor, counts: list[int]) -> list[list[
 
 
 class RandomCoins:
-    """The engine's coins: u ~ U(0, 1] from the prompt's generator, accept iff u <= prob; draws by multinomial."""
+    """The engine's coins: u ~ U(0, 1] from the prompt's generator, accept iff u <= prob; draws by multinomial.
 
-    def __init__(self, gen: torch.Generator) -> None:
+    `guard` (a device flag and the error to raise when it is False) is read with the next coin's host read, so a
+    step's contract check costs no host read of its own; `settle()` reads it if no coin did.
+    """
+
+    def __init__(self, gen: torch.Generator, guard: tuple[torch.Tensor, Exception] | None = None) -> None:
         self.gen = gen
+        self._guard = guard
+
+    def _read(self, values: torch.Tensor) -> list[float]:
+        """values.tolist() (as float64), the pending guard read in the same transfer (raising its error if False)."""
+        values = values.to(torch.float64).flatten()
+        if self._guard is None:
+            return values.tolist()
+        flag, error = self._guard
+        self._guard = None
+        *out, ok = torch.cat([values, flag.to(values.device, torch.float64).reshape(1)]).tolist()
+        if not ok:
+            raise error
+        return out
+
+    def settle(self) -> None:
+        """Read a guard that no coin has read yet."""
+        if self._guard is not None:
+            self._read(torch.zeros(0, dtype=torch.float64))
 
     def accept(self, prob: float) -> bool:
-        return float(uniform(self.gen)) <= prob
+        return self._read(uniform(self.gen))[0] <= prob
 
     def draw(self, probs: torch.Tensor) -> int:
-        return sample(probs, self.gen)
+        return int(self._read(multinomial(probs, 1, self.gen))[0])
 
     def first(self, probs: torch.Tensor, stop_on: bool) -> int:
         """`first_outcome` with one host read: all uniforms drawn at once, then the generator rewound to consume only
@@ -85,7 +107,7 @@ class RandomCoins:
         state = self.gen.get_state()
         u = uniform(self.gen, n)
         hit = (u <= probs.to(u.device, torch.float64)) == stop_on
-        index = int(torch.where(hit.any(), hit.to(torch.uint8).argmax(), n))
+        index = int(self._read(torch.where(hit.any(), hit.to(torch.uint8).argmax(), n))[0])
         if index < n - 1:
             self.gen.set_state(state)
             uniform(self.gen, index + 1)
