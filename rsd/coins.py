@@ -13,7 +13,7 @@ from typing import Protocol
 import torch
 
 from rsd.gumbel import gumbel_topk, sbs_step
-from rsd.sampling import sample, sample_iid, uniform
+from rsd.sampling import multinomial, sample, sample_iid, sample_iid_rows, uniform
 
 
 class Coins(Protocol):
@@ -24,6 +24,18 @@ class Coins(Protocol):
 
     def draw(self, probs: torch.Tensor) -> int:
         """One index drawn from `probs` (a normalised vector)."""
+
+
+def first_outcome(coins: Coins, probs: torch.Tensor, stop_on: bool) -> int:
+    """Flip `coins.accept(p)` for p in `probs` in order, stopping at the first outcome equal to `stop_on`: its index,
+    or len(probs) if none. Coins with a `first` method (RandomCoins) do it with one host read."""
+    batched = getattr(coins, "first", None)
+    if batched is not None:
+        return batched(probs, stop_on)
+    for i, prob in enumerate(probs.tolist()):
+        if coins.accept(prob) == stop_on:
+            return i
+    return len(probs)
 
 
 class Draws(Protocol):
@@ -43,17 +55,63 @@ class Draws(Protocol):
         """One stochastic beam search step: (parent beam, token, phi, key) of the kept pairs (rsd.gumbel.sbs_step)."""
 
 
-class RandomCoins:
-    """The engine's coins: u ~ U(0, 1] from the prompt's generator, accept iff u <= prob; draws by multinomial."""
+def iid_rows(draws: Draws, probs: torch.Tensor, counts: list[int]) -> list[list[int]]:
+    """`draws.iid(probs[i], counts[i])` for each row i in order; Draws with an `iid_rows` method (RandomDraws) do it
+    with one host read."""
+    batched = getattr(draws, "iid_rows", None)
+    if batched is not None:
+        return batched(probs, counts)
+    return [draws.iid(p, n) for p, n in zip(probs, counts)]
 
-    def __init__(self, gen: torch.Generator) -> None:
+
+class RandomCoins:
+    """The engine's coins: u ~ U(0, 1] from the prompt's generator, accept iff u <= prob; draws by multinomial.
+
+    `guard` (a device flag and the error to raise when it is False) is read with the next coin's host read, so a
+    step's contract check costs no host read of its own; `settle()` reads it if no coin did.
+    """
+
+    def __init__(self, gen: torch.Generator, guard: tuple[torch.Tensor, Exception] | None = None) -> None:
         self.gen = gen
+        self._guard = guard
+
+    def _read(self, values: torch.Tensor) -> list[float]:
+        """values.tolist() (as float64), the pending guard read in the same transfer (raising its error if False)."""
+        values = values.to(torch.float64).flatten()
+        if self._guard is None:
+            return values.tolist()
+        flag, error = self._guard
+        self._guard = None
+        *out, ok = torch.cat([values, flag.to(values.device, torch.float64).reshape(1)]).tolist()
+        if not ok:
+            raise error
+        return out
+
+    def settle(self) -> None:
+        """Read a guard that no coin has read yet."""
+        if self._guard is not None:
+            self._read(torch.zeros(0, dtype=torch.float64))
 
     def accept(self, prob: float) -> bool:
-        return float(uniform(self.gen)) <= prob
+        return self._read(uniform(self.gen))[0] <= prob
 
     def draw(self, probs: torch.Tensor) -> int:
-        return sample(probs, self.gen)
+        return int(self._read(multinomial(probs, 1, self.gen))[0])
+
+    def first(self, probs: torch.Tensor, stop_on: bool) -> int:
+        """`first_outcome` with one host read: all uniforms drawn at once, then the generator rewound to consume only
+        those a sequential run would have (on CPU the stream equals sequential `accept` calls, bit for bit)."""
+        n = len(probs)
+        if n == 0:
+            return 0
+        state = self.gen.get_state()
+        u = uniform(self.gen, n)
+        hit = (u <= probs.to(u.device, torch.float64)) == stop_on
+        index = int(self._read(torch.where(hit.any(), hit.to(torch.uint8).argmax(), n))[0])
+        if index < n - 1:
+            self.gen.set_state(state)
+            uniform(self.gen, index + 1)
+        return index
 
 
 class RandomDraws:
@@ -67,6 +125,9 @@ class RandomDraws:
 
     def iid(self, probs: torch.Tensor, n: int) -> list[int]:
         return sample_iid(probs, n, self.gen)
+
+    def iid_rows(self, probs: torch.Tensor, counts: list[int]) -> list[list[int]]:
+        return sample_iid_rows(probs, counts, self.gen)
 
     def without_replacement(self, probs: torch.Tensor, k: int) -> list[list[int]]:
         return gumbel_topk(probs, k, self.gen)

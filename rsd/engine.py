@@ -178,11 +178,25 @@ class ModelDraftContext:
 def check_drafted_tree(tree: DraftTree, max_depth: int | None, drafter: str) -> None:
     """The contract checks every step runs: depth <= max_depth, and every drafted token has positive mass under its
     parent's recorded draft law (a token drawn from another node's law usually has none somewhere). One host sync."""
+    mass_ok = drafted_mass_flag(tree, max_depth, drafter)
+    if mass_ok is not None and not bool(mass_ok):
+        raise zero_mass_error(drafter)
+
+
+def zero_mass_error(drafter: str) -> DrafterContractError:
+    return DrafterContractError(f"drafter {drafter!r} drafted a token with zero mass under its parent's draft law: "
+                                "each node's candidates must be drawn (through ctx.draws) from the law ctx.probs "
+                                "returned for that node")
+
+
+def drafted_mass_flag(tree: DraftTree, max_depth: int | None, drafter: str) -> torch.Tensor | None:
+    """`check_drafted_tree` without its host read: raises for what the host sees (depth, a missing law) and returns
+    the device flag 'every drafted token has positive mass' (None for a tree without drafted tokens)."""
     if max_depth is not None and tree.depth > max_depth:
         raise DrafterContractError(f"drafter {drafter!r} drafted {tree.depth} levels where ctx.max_depth is "
                                    f"{max_depth}: draft at most min(draft_length, ctx.max_depth) levels")
     if len(tree) == 1:
-        return
+        return None
     by_parent: dict[int, list[int]] = {}
     for v in range(1, len(tree)):
         by_parent.setdefault(tree.parents[v], []).append(tree.tokens[v])
@@ -192,10 +206,7 @@ def check_drafted_tree(tree: DraftTree, max_depth: int | None, drafter: str) -> 
                                    "call ctx.probs on a node before drawing its candidates")
     mass = torch.cat([tree.draft_probs[u][torch.tensor(toks, device=tree.draft_probs[u].device)]
                       for u, toks in by_parent.items()])
-    if not bool((mass > 0).all()):
-        raise DrafterContractError(f"drafter {drafter!r} drafted a token with zero mass under its parent's draft law: "
-                                   "each node's candidates must be drawn (through ctx.draws) from the law ctx.probs "
-                                   "returned for that node")
+    return (mass > 0).all()
 
 
 def check_verified(tree: DraftTree, path: list[int], emitted: list[int], eos: frozenset[int], vocab_size: int,
@@ -277,8 +288,6 @@ class Engine:
         prefill plus the first step, `decode_s` the rest.
         """
         out = Generation()
-        coins = coins if coins is not None else RandomCoins(gen)
-        draws = draws if draws is not None else RandomDraws(gen)
         t0 = self.clock.now()
         committed = list(prompt_ids)
         self.reset()
@@ -355,15 +364,22 @@ class Engine:
         """Draft a tree after `committed` (at most `max_depth` levels), verify it with one target call, compact both
         caches to the accepted path. Randomness: `coins` and `draws`, by default both from `gen`."""
         tree = DraftTree.with_root(committed[-1], self.drafter.rule)
-        ctx = None
+        ctx, mass_ok = None, None
         if self.drafter.draft_length > 0 and (max_depth is None or max_depth > 0):
             draws = draws if draws is not None else RandomDraws(gen)
             ctx = ModelDraftContext(self.draft, committed, self.params, self.vocab_size, draws, out, self.clock,
                                     max_depth)
             self.drafter.build(tree, ctx)
-            check_drafted_tree(tree, max_depth, self.drafter.name)
+            if coins is None:  # the check's flag rides on the verifier's first coin read (no host read of its own)
+                mass_ok = drafted_mass_flag(tree, max_depth, self.drafter.name)
+            else:
+                check_drafted_tree(tree, max_depth, self.drafter.name)
         q = self._score(tree, committed, out)
-        path, emitted = self.verifier.verify(tree, q, coins if coins is not None else RandomCoins(gen), self.eos)
+        if coins is None:
+            coins = RandomCoins(gen, (mass_ok, zero_mass_error(self.drafter.name)) if mass_ok is not None else None)
+        path, emitted = self.verifier.verify(tree, q, coins, self.eos)
+        if isinstance(coins, RandomCoins):
+            coins.settle()
         check_verified(tree, path, emitted, self.eos, self.vocab_size, self.verifier_name)
         self._compact(tree, committed, path, ctx)
         return Step(tree, q, path, emitted)

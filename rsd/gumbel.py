@@ -20,7 +20,9 @@ def gumbel_topk(probs: torch.Tensor, k: int, gen: torch.Generator) -> list[list[
     """
     keys = probs.double().log() + gumbel(probs.shape, gen, probs.device)
     top = keys.topk(min(k, probs.shape[-1]), dim=-1)
-    return [row[torch.isfinite(val)].tolist() for val, row in zip(top.values, top.indices)]
+    # One host read for every row; the finite keys come first (descending order).
+    indices, finite = torch.stack([top.indices, torch.isfinite(top.values).long()]).tolist()
+    return [row[: sum(ok)] for row, ok in zip(indices, finite)]
 
 
 def truncated_gumbel_shift(parent_key: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -45,8 +47,8 @@ def sbs_step(phi: torch.Tensor, key: torch.Tensor, logp: torch.Tensor, width: in
     raw = g.topk(min(width, g.shape[-1]), dim=-1)
     shifted = truncated_gumbel_shift(key.double(), raw.values)
     top = shifted.flatten().topk(min(width, shifted.numel()))
-    keep = torch.isfinite(top.values)
-    flat, values = top.indices[keep], top.values[keep]
+    kept = int(torch.isfinite(top.values).sum())  # the finite keys come first (descending order)
+    flat, values = top.indices[:kept], top.values[:kept]
     parent = flat // raw.indices.shape[-1]
     token = raw.indices[parent, flat % raw.indices.shape[-1]]
     return parent, token, phi_sx[parent, token], values

@@ -11,12 +11,14 @@ lets the exact-enumeration oracle (rsd.oracles) enumerate a rule without samplin
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
+from rsd.coins import first_outcome
 from rsd.registry import RULES, lookup
 
 if TYPE_CHECKING:
@@ -41,19 +43,22 @@ class NodeLaw:
 NodeRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], NodeLaw]
 
 
+def normalised(dist: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
+    """dist / sum(dist), or `fallback` when dist has no mass; decided on the device (no host read)."""
+    total = dist.sum()
+    return torch.where(total > 0, dist / torch.where(total > 0, total, 1), fallback)
+
+
 def residual(target: torch.Tensor, proposal: torch.Tensor) -> torch.Tensor:
     """norm((target - proposal)+), or `target` when the difference has no mass (docs/algorithms.md#rejection-step)."""
-    diff = (target - proposal).clamp_min(0)
-    total = diff.sum()
-    return diff / total if total > 0 else target
+    return normalised((target - proposal).clamp_min(0), target)
 
 
 def _drop(dist: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
     """Zero one token and renormalise (left unnormalised when nothing remains)."""
     dist = dist.clone()
     dist[token] = 0
-    total = dist.sum()
-    return dist / total if total > 0 else dist
+    return normalised(dist, dist)
 
 
 def sd_rule(q: torch.Tensor, p: torch.Tensor, candidates: torch.Tensor) -> NodeLaw:
@@ -92,9 +97,11 @@ def kseq_rho(q: torch.Tensor, p: torch.Tensor, k: int) -> torch.Tensor:
     below = pos & (t <= 1)  # contribute q/rho on all of [1, k]
     above = pos & (t >= k)  # contribute p on all of [1, k]
     mid = pos & ~below & ~above
-    ts, order = t[mid].sort()
-    qs, ps = qd[mid][order], pd[mid][order]
-    c0, a0 = qd[below].sum(), pd[above].sum()
+    # Every vocabulary entry is sorted (a static shape, no host read): entries outside `mid` become massless
+    # breakpoints at k, after the real ones, where beta and f equal their values at k.
+    ts, order = torch.where(mid, t, float(k)).sort()
+    qs, ps = torch.where(mid, qd, 0)[order], torch.where(mid, pd, 0)[order]
+    c0, a0 = torch.where(below, qd, 0).sum(), torch.where(above, pd, 0).sum()
     # breakpoints b_0 = 1, b_i = ts[i-1], b_{m+1} = k; on [b_i, b_{i+1}] beta = A_i + C_i / rho, with
     # A_i = a0 + sum(ps[i:]) and C_i = c0 + sum(qs[:i]) (i = 0..m).
     zero = qd.new_zeros(1)
@@ -103,11 +110,11 @@ def kseq_rho(q: torch.Tensor, p: torch.Tensor, k: int) -> torch.Tensor:
     b = torch.cat([qd.new_ones(1), ts, qd.new_full((1,), float(k))])
     beta = torch.cat([a, a[-1:]]) + torch.cat([c, c[-1:]]) / b  # beta at each breakpoint (continuous there)
     f = 1 - (1 - beta) ** k - b * beta
-    j = int((f <= 0).to(torch.uint8).argmax())  # the first breakpoint with f <= 0 (f(k) <= 0 always)
+    j = (f <= 0).to(torch.uint8).argmax()  # the first breakpoint with f <= 0 (f(k) <= 0 always)
+    before = (j - 1).clamp_min(0)
+    j, lo, hi, a_seg, c_seg = torch.stack([j.double(), b[before], b[j], a[before], c[before]]).tolist()  # one read
     if j == 0:
         return torch.ones((), dtype=q.dtype, device=q.device)
-    lo, hi = float(b[j - 1]), float(b[j])
-    a_seg, c_seg = float(a[j - 1]), float(c[j - 1])
 
     def g(rho: float) -> float:
         beta = a_seg + c_seg / rho
@@ -121,10 +128,19 @@ def kseq_rho(q: torch.Tensor, p: torch.Tensor, k: int) -> torch.Tensor:
             hi = mid_rho
         else:
             lo = mid_rho
-    rho = torch.tensor(hi, dtype=q.dtype, device=q.device)
-    if float(rho) < hi:  # never round below the root: rho >= rho* is what keeps the rule exact
-        rho = torch.nextafter(rho, torch.tensor(float("inf"), dtype=q.dtype, device=q.device))
-    return rho
+    return torch.tensor(_round_up(hi, q.dtype), dtype=q.dtype, device=q.device)
+
+
+def _round_up(x: float, dtype: torch.dtype) -> float:
+    """The least value of `dtype` >= x, computed on the host: never round rho below the root (rho >= rho* is what
+    keeps the rule exact)."""
+    if dtype == torch.float64:
+        return x
+    if dtype == torch.float32:
+        r = np.float32(x)
+        return float(r if float(r) >= x else np.nextafter(r, np.float32(np.inf)))
+    r = torch.tensor(x, dtype=dtype)
+    return float(r if float(r) >= x else torch.nextafter(r, torch.tensor(float("inf"), dtype=dtype)))
 
 
 def kseq_rule(q: torch.Tensor, p: torch.Tensor, candidates: torch.Tensor) -> NodeLaw:
@@ -134,9 +150,8 @@ def kseq_rule(q: torch.Tensor, p: torch.Tensor, candidates: torch.Tensor) -> Nod
     kept = torch.minimum(p, q / rho)
     beta = kept.sum()
     # gamma <= rho for rho >= rho*, so the residual is exact even though rho* is rounded (docs/algorithms.md#kseq).
-    gamma = (1 - (1 - beta) ** k) / beta if beta > 0 else torch.zeros((), dtype=q.dtype)
-    res = (q - gamma * kept).clamp_min(0)
-    res = res / res.sum() if res.sum() > 0 else q
+    gamma = torch.where(beta > 0, (1 - (1 - beta) ** k) / torch.where(beta > 0, beta, 1), 0)
+    res = normalised((q - gamma * kept).clamp_min(0), q)
     return NodeLaw(q[candidates], rho * p[candidates], res)
 
 
@@ -160,8 +175,7 @@ def onehot_rule(q: torch.Tensor, p: torch.Tensor, candidates: torch.Tensor) -> N
         num.append(r[c])
         den.append(torch.ones((), dtype=q.dtype))
         r = _drop(r, c)
-        if r.sum() == 0:
-            r = q
+        r = torch.where(r.sum() == 0, q, r)
     return NodeLaw(torch.stack(num), torch.stack(den), r)
 
 
@@ -179,15 +193,26 @@ def _at_least_float32(rule: NodeRule, q: torch.Tensor, p: torch.Tensor, candidat
     return rule(q.to(dtype), p.to(dtype), candidates)
 
 
-def verify_node(rule: str | NodeRule, q: torch.Tensor, p: torch.Tensor, candidates: torch.Tensor,
+def verify_node(rule: str | NodeRule, q: torch.Tensor, p: torch.Tensor, candidates: torch.Tensor | Sequence[int],
                 coins: "Coins") -> tuple[int, int]:
     """Apply a rule: (index of the accepted candidate, token), or (-1, residual token) if all are rejected.
 
     Candidate j (the earlier ones rejected) is accepted iff `coins.accept(law.accept_probs()[j])`: the one definition
-    of acceptance, shared with the exact oracles (a zero-mass/zero-mass candidate is never accepted).
+    of acceptance, shared with the exact oracles (a zero-mass/zero-mass candidate is never accepted). Candidates given
+    as a list of ints cost no host read for the token.
     """
-    law = get_rule(rule)(q, p, candidates)
-    for j, prob in enumerate(law.accept_probs().tolist()):
-        if coins.accept(prob):
-            return j, int(candidates[j])
+    law = get_rule(rule)(q, p, torch.as_tensor(candidates, device=q.device))
+    j = first_outcome(coins, law.accept_probs(), True)
+    if j < len(candidates):
+        return j, int(candidates[j])
     return -1, coins.draw(law.residual)
+
+
+def verify_chain(rule: str | NodeRule, q: torch.Tensor, p: torch.Tensor, tokens: Sequence[int], coins: "Coins"
+                 ) -> tuple[int, int | None]:
+    """`verify_node` down a chain whose node i has the single candidate tokens[i] (q, p: [len(tokens), V]), with the
+    same coins in the same order: (number accepted, the residual token at the first rejection or None)."""
+    rule = get_rule(rule)
+    laws = [rule(q[i], p[i], torch.tensor([t], device=q.device)) for i, t in enumerate(tokens)]
+    n = first_outcome(coins, torch.cat([law.accept_probs() for law in laws]), False)
+    return n, (coins.draw(laws[n].residual) if n < len(tokens) else None)

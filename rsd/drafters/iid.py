@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rsd.budgets import Budget, factor_pairs
+from rsd.coins import iid_rows
 from rsd.drafters.base import DraftContext, Drafter
 from rsd.tree import DraftTree
 
@@ -45,9 +46,10 @@ class IIDTrie(Drafter):
         at = [0] * self.k  # the trie node each sequence has reached
         for _ in range(min(self.length, ctx.max_depth)):
             nodes = list(dict.fromkeys(at))
-            for v, p in zip(nodes, ctx.probs(tree, nodes)):
-                seqs = [s for s in range(self.k) if at[s] == v]
-                for s, token in zip(seqs, ctx.draws.iid(p, len(seqs))):
+            seqs = [[s for s in range(self.k) if at[s] == v] for v in nodes]
+            draws = iid_rows(ctx.draws, ctx.probs(tree, nodes), [len(group) for group in seqs])
+            for v, group, tokens in zip(nodes, seqs, draws):
+                for s, token in zip(group, tokens):
                     at[s] = tree.add_candidate(v, token, reuse=True)
 
 

@@ -96,6 +96,6 @@ class RSDS(Drafter):
         for _ in range(min(self.length, ctx.max_depth)):
             logp = ctx.probs(tree, beams).log()
             parent, token, phi, key = ctx.draws.beam_step(phi, key, logp, self.width)
-            beams = [tree.add_candidate(beams[b], t) for b, t in zip(parent.tolist(), token.tolist())]
+            beams = [tree.add_candidate(beams[b], t) for b, t in zip(*torch.stack([parent, token]).tolist())]
             if not beams:
                 return

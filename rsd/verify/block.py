@@ -11,7 +11,8 @@ import math
 
 import torch
 
-from rsd.coins import Coins
+from rsd.coins import Coins, first_outcome
+from rsd.rules import normalised
 from rsd.tree import DraftTree
 
 
@@ -25,11 +26,6 @@ def chain_nodes(tree: DraftTree) -> list[int]:
     return nodes
 
 
-def _ratio(num: float, den: float) -> float:
-    """num / den for a drafted token (den > 0); the NodeLaw convention (1 iff num > 0) if den is 0."""
-    return num / den if den > 0 else float(num > 0)
-
-
 class Block:
     """Block verification of an SD chain; exact, and accepts at least as much as the SD walk on the same chain."""
 
@@ -37,27 +33,32 @@ class Block:
     _memo: tuple | None = None  # (tree, q, root acceptance) from the latest expected_yield
 
     def weights(self, tree: DraftTree, q: torch.Tensor, nodes: list[int]) -> tuple[list[float], list[float]]:
-        """(a_0..a_L, h_1..h_L) with a_0 = 1 and h as a list indexed 1..L (h[0] unused)."""
+        """(a_0..a_L, h_1..h_L) with a_0 = 1 and h as a list indexed 1..L (h[0] unused); one host read."""
         length = len(nodes) - 1
-        a = [1.0]
-        for i in range(1, length + 1):
-            u, x = nodes[i - 1], tree.tokens[nodes[i]]
-            a.append(min(a[-1] * _ratio(float(q[u, x]), float(tree.draft_probs[u][x])), 1.0))
-        h = [0.0]
-        for i in range(1, length):
-            z = float((a[i] * q[nodes[i]] - tree.draft_probs[nodes[i]].to(q.device)).clamp_min(0).sum())
-            rest = 1.0 - a[i]  # computed first (§9): the denominator is Z_i + (1 - a_i)
-            h.append(z / (z + rest) if z + rest > 0 else 1.0)
-        if length:
-            h.append(a[length])
-        return a, h
+        if not length:
+            return [1.0], [0.0]
+        p = torch.stack([tree.draft_probs[u] for u in nodes[:-1]]).to(q.device)
+        rows = torch.arange(length, device=q.device)
+        cols = torch.tensor([tree.tokens[v] for v in nodes[1:]], device=q.device)
+        num, den = q[nodes[:-1]][rows, cols].double(), p[rows, cols].double()
+        # num / den, or the NodeLaw convention (1 iff num > 0) where den is 0
+        ratio = torch.where(den > 0, num / torch.where(den > 0, den, 1), (num > 0).double())
+        one = ratio.new_ones(())
+        a = [one]
+        for r in ratio:  # a running minimum of products: sequential, so each a_i is the same float as a scalar loop
+            a.append(torch.minimum(a[-1] * r, one))
+        a = torch.stack(a)
+        # Z_i = sum((a_i q_i - p_i)+) in the laws' dtype, as the scalar a_i * q_i row would be computed
+        z = (a[1:length, None].to(q.dtype) * q[nodes[1:length]] - p[1:]).clamp_min(0).sum(-1).double()
+        rest = 1.0 - a[1:length]  # computed first (§9): the denominator is Z_i + (1 - a_i)
+        h = torch.where(z + rest > 0, z / torch.where(z + rest > 0, z + rest, 1), 1.0)
+        a_list, h_list = torch.stack([a, torch.cat([a.new_zeros(1), h, a[length:]])]).tolist()
+        return a_list, h_list
 
     def choose(self, h: list[float], coins: Coins) -> int:
         """tau: scan i = L down to 1 and stop at the first success (= the largest i with eta_i <= h_i), else 0."""
-        for i in range(len(h) - 1, 0, -1):
-            if coins.accept(h[i]):
-                return i
-        return 0
+        tried = first_outcome(coins, torch.tensor(h[:0:-1], dtype=torch.float64), True)
+        return len(h) - 1 - tried if tried < len(h) - 1 else 0
 
     def final_law(self, tree: DraftTree, q: torch.Tensor, nodes: list[int], a: list[float], tau: int
                   ) -> torch.Tensor:
@@ -65,9 +66,7 @@ class Block:
         v = nodes[tau]
         if tau == len(nodes) - 1:
             return q[v]
-        r = (a[tau] * q[v] - tree.draft_probs[v].to(q.device)).clamp_min(0)
-        total = r.sum()
-        return r / total if total > 0 else q[v]
+        return normalised((a[tau] * q[v] - tree.draft_probs[v].to(q.device)).clamp_min(0), q[v])
 
     def verify(self, tree: DraftTree, q: torch.Tensor, coins: Coins, eos: frozenset[int]
                ) -> tuple[list[int], list[int]]:

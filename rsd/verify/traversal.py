@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import torch
 
-from rsd.coins import Coins
+from rsd.coins import Coins, first_outcome
+from rsd.rules import normalised
 from rsd.tree import DraftTree
 
 
 class TraversalState:
-    """The mutable state of one traversal: rows Q_v, draft laws P_v, weights w_v, the remaining children."""
+    """The mutable state of one traversal: rows Q_v, draft laws P_v, weights w_v (float64 scalars on q's device, so
+    the state never reads the device), the remaining children."""
 
     def __init__(self, tree: DraftTree, q: torch.Tensor) -> None:
         self.tree, self.q = tree, q
         self.Q: dict[int, torch.Tensor] = {}  # rows that became residuals; others are q[v]
         self.P = {v: tree.draft_probs[v].to(q.device) for v in tree.candidates}
         self.kids = {v: tree.children(v) for v in tree.candidates}
-        self.w = {0: 1.0}
+        self.w = {0: torch.ones((), dtype=torch.float64, device=q.device)}
         self.recompute(0)
 
     def row(self, v: int) -> torch.Tensor:
@@ -35,8 +37,9 @@ class TraversalState:
             u = stack.pop()
             for c in self.kids.get(u, []):
                 x = self.tree.tokens[c]
-                num, den = self.w[u] * float(self.row(u)[x]), float(self.P[u][x])
-                self.w[c] = min(num / den, 1.0) if den > 0 else float(num > 0)
+                num, den = self.w[u] * self.row(u)[x].double(), self.P[u][x].double()
+                self.w[c] = torch.where(den > 0, (num / torch.where(den > 0, den, 1)).clamp(max=1.0),
+                                        (num > 0).double())
                 stack.append(c)
 
     def first_leaf(self) -> int:
@@ -61,21 +64,19 @@ class TraversalState:
 
     def update_parent(self, b: int, r: torch.Tensor) -> None:
         """Q_b <- r / S and w_b <- S / (S + (1 - w_b)) if S = sum r > 0; else w_b <- 0 unless it is 1."""
-        s = float(r.sum())
+        s = r.sum()
+        positive = s > 0
         if b != 0:  # w_root stays exactly 1
-            if s > 0:
-                self.w[b] = s / (s + (1.0 - self.w[b]))
-            elif self.w[b] < 1:
-                self.w[b] = 0.0
-        if s > 0:
-            self.Q[b] = r / s
+            w, sd = torch.as_tensor(self.w[b], dtype=torch.float64), s.double()
+            rest = sd + (1.0 - w)
+            self.w[b] = torch.where(positive, sd / torch.where(rest > 0, rest, 1), torch.where(w < 1, 0.0, w))
+        self.Q[b] = torch.where(positive, r / torch.where(positive, s, 1), self.row(b))
 
     def remove(self, b: int, t: int) -> None:
         """P_b(t) <- 0, renormalised (left at zero when nothing remains)."""
         p = self.P[b].clone()
         p[t] = 0
-        total = p.sum()
-        self.P[b] = p / total if total > 0 else p
+        self.P[b] = normalised(p, p)
 
     def extra_law(self, a: int) -> torch.Tensor:
         """The law of the token after an accepted path: a's current row (a residual if a lost children)."""
@@ -91,33 +92,40 @@ class Traversal:
 
     def verify(self, tree: DraftTree, q: torch.Tensor, coins: Coins, eos: frozenset[int]
                ) -> tuple[list[int], list[int]]:
+        # Every attempt before the accepted one is a rejection, so the attempts' weights and laws are those of the
+        # all-rejected sequence: computed on the device, then one batch of the same coins in the same order.
         state = self.state_cls(tree, q)
-        while True:
-            a = state.first_leaf()
-            if a == 0:
-                return [], [coins.draw(state.extra_law(0))]
-            if coins.accept(state.w[a]):
-                path, emitted = [], []
-                for v in tree.path_to(a):
-                    path.append(v)
-                    emitted.append(tree.tokens[v])
-                    if tree.tokens[v] in eos:
-                        return path, emitted
-                emitted.append(coins.draw(state.extra_law(a)))
-                return path, emitted
+        attempts, weights, laws = [], [], []
+        while (a := state.first_leaf()) != 0:
+            attempts.append(a)
+            weights.append(torch.as_tensor(state.w[a], dtype=torch.float64, device=q.device))
+            laws.append(state.extra_law(a))
             state.reject(a)
+        k = first_outcome(coins, torch.stack(weights) if weights else q.new_zeros(0), True)
+        if k == len(attempts):
+            return [], [coins.draw(state.extra_law(0))]
+        path, emitted = [], []
+        for v in tree.path_to(attempts[k]):
+            path.append(v)
+            emitted.append(tree.tokens[v])
+            if tree.tokens[v] in eos:
+                return path, emitted
+        emitted.append(coins.draw(laws[k]))
+        return path, emitted
 
     def expected_yield(self, tree: DraftTree, q: torch.Tensor, eos: frozenset[int]) -> float:
         """sum_k prod_{j<k}(1 - w_j) w_k (depth_k + 1) over the attempts in order, the root's (w = 1) last (§10);
         a path cut by an EOS at depth i yields i."""
         state = self.state_cls(tree, q)
         total, survive = 0.0, 1.0
-        while survive > 0 and (a := state.first_leaf()) != 0:
+        while (a := state.first_leaf()) != 0:  # an attempt after survive = 0 adds 0: no host read to stop early
             path = tree.path_to(a)
             tokens = next((i + 1 for i, v in enumerate(path) if tree.tokens[v] in eos), len(path) + 1)
             total += survive * state.w[a] * tokens
             survive *= 1.0 - state.w[a]
             state.reject(a)
+        total, survive = torch.stack([torch.as_tensor(x, dtype=torch.float64, device=q.device)
+                                      for x in (total, survive)]).tolist()  # one host read
         self._memo = (tree, q, 1.0 - survive)
         return total + survive
 
@@ -128,8 +136,8 @@ class Traversal:
             return self._memo[2]
         state = self.state_cls(tree, q)
         survive = 1.0
-        while survive > 0 and (a := state.first_leaf()) != 0:
+        while (a := state.first_leaf()) != 0:
             survive *= 1.0 - state.w[a]
             state.reject(a)
-        return 1.0 - survive
+        return 1.0 - float(survive)
 

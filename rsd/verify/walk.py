@@ -5,8 +5,18 @@ from __future__ import annotations
 import torch
 
 from rsd.coins import Coins
-from rsd.rules import get_rule, verify_node
+from rsd.rules import get_rule, verify_chain, verify_node
 from rsd.tree import DraftTree
+
+
+def single_candidate_chain(tree: DraftTree, v: int, eos: frozenset[int]) -> list[int]:
+    """[v, c_1, ..., c_n]: v and the nodes below it while each has exactly one candidate (a chain of SD nodes),
+    ending at the first EOS token; [v] when v has several candidates."""
+    chain = [v]
+    while len(cands := tree.candidates.get(chain[-1], [])) == 1 and (len(chain) == 1 or
+                                                                      tree.tokens[chain[-1]] not in eos):
+        chain.append(cands[0])
+    return chain
 
 
 class Walk:
@@ -24,8 +34,22 @@ class Walk:
             if not cands:
                 emitted.append(coins.draw(q[v]))
                 return path, emitted
-            tokens = torch.tensor([tree.tokens[c] for c in cands], device=q.device)
-            j, token = verify_node(tree.rule, q[v], tree.draft_probs[v].to(q.device), tokens, coins)
+            chain = single_candidate_chain(tree, v, eos)
+            if len(chain) > 1:  # a run of one-candidate nodes: its coins in one batch (same coins, same order)
+                tokens = [tree.tokens[c] for c in chain[1:]]
+                n, token = verify_chain(tree.rule, q[chain[:-1]], torch.stack(
+                    [tree.draft_probs[u] for u in chain[:-1]]).to(q.device), tokens, coins)
+                path += chain[1: n + 1]
+                emitted += tokens[:n]
+                if token is not None:
+                    emitted.append(token)
+                    return path, emitted
+                if tokens[-1] in eos:
+                    return path, emitted
+                v = chain[-1]
+                continue
+            j, token = verify_node(tree.rule, q[v], tree.draft_probs[v].to(q.device),
+                                   [tree.tokens[c] for c in cands], coins)
             emitted.append(token)
             if j < 0:
                 return path, emitted
