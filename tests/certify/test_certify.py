@@ -1,8 +1,8 @@
 """`python -m rsd.certify` passes every built-in drafter and fails a drafter that breaks losslessness."""
 
 import pytest
-from test_verifiers import traversal_with
 
+from helpers import traversal_with
 from rsd.certify import (
     MC_SAMPLING,
     certify,
@@ -123,7 +123,7 @@ def test_certificate_fails_a_lossy_drafter(broken):
 
 
 def test_cli_exit_codes(capsys):
-    # usefulness: tests/test_example.py
+    # usefulness: tests/certify/test_example.py
     assert main(["drafter=sd", "--samples", "300", "--table-samples", "300", "--no-usefulness"]) == 0
     assert "RESULT: PASS" in capsys.readouterr().out
     assert main(["drafter=nonexistent"]) != 0
