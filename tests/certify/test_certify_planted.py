@@ -95,7 +95,7 @@ LAW_BUGS = {
 
 
 @pytest.mark.parametrize("bug", sorted(LAW_BUGS))
-def test_exact_engine_oracle_catches_drafter_law_bugs(bug):
+def test_exact_engine_oracle_catches_drafter_law_bugs(bug, first_engine_case):
     torch.set_num_threads(1)
     check = engine_exact_check(LAW_BUGS[bug])
     assert check.passed is False, check.summary
