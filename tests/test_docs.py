@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
-from test_configs import representative_jobs
 
-from helpers import CONF, ROOT, compose_cfg
+from helpers import CONF, ROOT, compose_cfg, representative_jobs
 from rsd.runner import plan_runs
 from rsd.sweep import expand_jobs
 

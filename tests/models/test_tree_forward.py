@@ -5,42 +5,13 @@ sequential run (docs/algorithms.md#pitfalls, 6)."""
 import pytest
 import torch
 
+from helpers import VOCAB, branching_tree, sequential_logits, tree_call_logits
 from rsd.coins import RandomDraws
 from rsd.engine import Generation, ModelDraftContext, _Stopwatch, tree_inputs
 from rsd.models.adapter import CausalLM
 from rsd.models.tiny import tiny_pair
 from rsd.sampling import SamplingParams
 from rsd.tree import DraftTree
-
-VOCAB = 64
-
-
-def branching_tree(root: int) -> DraftTree:
-    """Depth 3, branching (3, 2, 1) with some repeated tokens across branches."""
-    tree = DraftTree.with_root(root, "rsd")
-    gen = torch.Generator().manual_seed(1)
-    level = [0]
-    for b in (3, 2, 1):
-        nxt = []
-        for v in level:
-            for _ in range(b):
-                nxt.append(tree.add_candidate(v, int(torch.randint(VOCAB, (1,), generator=gen))))
-        level = nxt
-    return tree
-
-
-def sequential_logits(model, ids: list[int]) -> torch.Tensor:
-    with torch.inference_mode():
-        return model(input_ids=torch.tensor([ids])).logits[0, -1]
-
-
-def tree_call_logits(lm: CausalLM, prompt: list[int], tree) -> torch.Tensor:
-    """Logits at every tree node from one tree forward after a first call that caches part of the prompt (so the tree
-    call also covers uncached committed tokens), as the engine's step does."""
-    lm.reset()
-    lm.forward(torch.tensor(prompt[:2]), torch.arange(2), torch.ones(2, 2, dtype=torch.bool).tril())
-    tokens, positions, attend = tree_inputs(tree, prompt, lm.cached_len)
-    return lm.forward(tokens, positions, attend)[len(prompt) - 2 - 1:]
 
 
 @pytest.mark.parametrize("arch", ["llama", "opt"])

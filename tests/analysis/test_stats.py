@@ -1,6 +1,6 @@
 """analysis.stats and the study-facing parts of the report: paired tests against scipy, Holm, ranking lines, shape
 selection labels, expected block efficiency, decode rates, greedy divergence, robustness, figures that explain
-themselves. Synthetic run directories only (see tests/test_analysis.py for how they are written)."""
+themselves. Synthetic run directories only (see tests/analysis/test_analysis.py for how they are written)."""
 
 import json
 import logging
@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from matplotlib.collections import LineCollection
 from scipy import stats as sps
-from test_analysis import HOT, one, record, write_run
 
 from analysis.figures import COLORS, figures
 from analysis.load import first_divergence, load
 from analysis.report import build_report, main
 from analysis.stats import all_pairs, expectation_check, holm, paired, ranking_lines
 from analysis.tables import all_tables, best_shapes, compute_table
+from helpers import HOT, one, record, write_run
 
 N = 12  # prompts per run
 GREEDY = {**HOT, "temperature": 0.0}

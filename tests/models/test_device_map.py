@@ -5,8 +5,8 @@ move weights and activations: the dispatch path a multi-GPU map takes)."""
 
 import pytest
 import torch
-from test_tree_forward import VOCAB, branching_tree, sequential_logits
 
+from helpers import VOCAB, branching_tree, sequential_logits
 from rsd.engine import tree_inputs
 from rsd.models.adapter import CausalLM
 from rsd.models.pairs import _CACHE, load_model

@@ -9,7 +9,7 @@ import torch
 import rsd.oracles
 import rsd.rules
 import rsd.verify.walk
-from helpers import compose_cfg
+from helpers import compose_cfg, traversal_with
 from rsd.drafters import BV, RSDS, SD, TV, SpecInfer
 from rsd.errors import ConfigError
 from rsd.oracles import (
@@ -27,7 +27,7 @@ from rsd.rules import NodeLaw, get_rule, verify_node
 from rsd.runner import plan_runs
 from rsd.verify import RandomCoins, get_verifier, verifier_for
 from rsd.verify.block import Block
-from rsd.verify.traversal import Traversal, TraversalState
+from rsd.verify.traversal import Traversal
 
 EXACT = 1e-12
 CHAIN2, CHAIN3 = partial(draft_chain, length=2), partial(draft_chain, length=3)
@@ -143,12 +143,6 @@ class HIsA(Block):
 @pytest.mark.parametrize("bug", [ResidualWithQ, ZWithPreviousA, EarlyStop, HIsA])
 def test_block_bugs_fail_the_oracle(bug):
     assert fails(bug(), [CHAIN2, CHAIN3])
-
-
-def traversal_with(**methods):
-    """A Traversal whose state has some methods replaced (a planted bug)."""
-    state = type("BuggyState", (TraversalState,), methods)
-    return type("BuggyTraversal", (Traversal,), {"state_cls": state})()
 
 
 def _residual_after_removal(self, a):

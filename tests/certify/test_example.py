@@ -41,6 +41,22 @@ def example_on_path(monkeypatch):
     sys.modules.pop("topk_tree", None)
 
 
+def test_documented_command_composes_to_the_example(monkeypatch):
+    """The page's certify command, as written (its export, from the repository root), builds the example drafter.
+    Certifying it is tests/drafters/test_plugin.py; the whole command in a fresh process, with its usefulness on the
+    embedded pair (about a minute), is the slow test below."""
+    env, cmd = documented_commands()
+    monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(ROOT / env["PYTHONPATH"]))
+    try:
+        [(name, drafter)] = certify_mod.compose_drafters(cmd[3:])
+        from topk_tree import TopKTree
+    finally:
+        sys.modules.pop("topk_tree", None)
+    assert name == "topk_tree" and type(drafter) is TopKTree
+
+
+@pytest.mark.slow
 def test_documented_example_certifies_and_is_useful(tmp_path):
     """The page's certify command, as written (plus --samples 200 for speed and --json to read the numbers): PASS,
     no usefulness WARNING, and block efficiency > 1.2 on the embedded pair (1.31 measured; SD at L=2: 1.26)."""

@@ -1,13 +1,15 @@
 """`python -m rsd.certify` passes every built-in drafter and fails a drafter that breaks losslessness."""
 
 import pytest
-from test_verifiers import traversal_with
 
+from helpers import traversal_with
 from rsd.certify import (
     MC_SAMPLING,
+    Check,
     certify,
     compose_drafters,
     engine_exact_check,
+    greedy_check,
     main,
     monte_carlo_check,
     usefulness_check,
@@ -31,8 +33,24 @@ def check_certificate(name, sampling, *overrides, samples=2000):
     assert verdicts["exact engine"] is not False and verdicts["draw helpers"] is True
 
 
+@pytest.mark.parametrize("name", ["sd", "rsd_c", "rsd_s"])
+def test_builtin_drafters_pass_monte_carlo(name):
+    """The default tier's Monte Carlo: a chain, a tree and beams, 300 decodes at temperature 1 (the chi-square bound
+    holds at any sample count); every drafter's full certificate (all oracles, 2000 decodes) is the slow test below."""
+    [(_, drafter)] = compose_drafters([f"drafter={name}"])
+    check = monte_carlo_check(drafter, MC_SAMPLING[0], samples=300)
+    assert check.passed, check.summary
+
+
+def test_greedy_identity_check_passes_a_builtin_drafter():
+    [(_, drafter)] = compose_drafters(["drafter=rsd_c"])
+    check = greedy_check(drafter, embedded=False)
+    assert check.passed and check.details["equal"] == check.details["total"] > 0, check.summary
+
+
+@pytest.mark.slow
 def test_a_builtin_drafter_is_certified():
-    """Every oracle, Monte Carlo at temperature 1 with 300 samples; every drafter's full certificate is slow."""
+    """Every oracle, Monte Carlo at temperature 1 with 300 samples, through `certify`."""
     check_certificate("rsd_c", MC_SAMPLING[:1], "drafter.root_branching=2", samples=300)
 
 
@@ -104,7 +122,7 @@ class UnscaledResidualTV(TV):
 
 
 @pytest.mark.parametrize("broken", [FixedDraftRSDC, TokenOrderRSDC, UnscaledResidualTV])
-def test_exact_engine_fails_a_lossy_drafter(broken):
+def test_exact_engine_fails_a_lossy_drafter(broken, first_engine_case):
     assert engine_exact_check(broken([2, 2])).passed is False
 
 
@@ -122,8 +140,25 @@ def test_certificate_fails_a_lossy_drafter(broken):
     assert {c.name: c.passed for c in cert.checks}["exact engine"] is False
 
 
-def test_cli_exit_codes(capsys):
-    # usefulness: tests/test_example.py
+def passing(name):
+    return lambda *args: Check(name, True, "stubbed")
+
+
+@pytest.mark.parametrize("lossy, code", [("", 0), (f"drafter._target_={__name__}.FixedDraftRSDC", 1)])
+def test_cli_exit_codes(capsys, monkeypatch, first_engine_case, lossy, code):
+    """The command line, with the exact engine oracle real and the others stubbed (each is tested on its own): 0 on a
+    pass, 1 when an oracle fails, 2 on bad input. The whole real certificate is the slow test below."""
+    for check in ("exact_check", "table_monte_carlo_check", "draw_helpers_check", "monte_carlo_check", "greedy_check"):
+        monkeypatch.setattr(f"rsd.certify.{check}", passing(check))
+    assert main(["drafter=rsd_c", "drafter.root_branching=2", *([lossy] if lossy else []), "--no-usefulness"]) == code
+    out = capsys.readouterr().out
+    assert f"RESULT: {'PASS' if code == 0 else 'FAIL'}" in out and ("FAIL  exact engine" in out) == (code == 1)
+    assert main(["drafter=nonexistent"]) == 2
+
+
+@pytest.mark.slow
+def test_cli_exit_codes_with_every_oracle(capsys):
+    # usefulness: tests/certify/test_example.py
     assert main(["drafter=sd", "--samples", "300", "--table-samples", "300", "--no-usefulness"]) == 0
     assert "RESULT: PASS" in capsys.readouterr().out
     assert main(["drafter=nonexistent"]) != 0

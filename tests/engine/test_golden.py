@@ -2,11 +2,12 @@
 
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).parent / "golden"
+from helpers import ROOT
+
+HERE = ROOT / "tests" / "golden"
 
 
 def golden() -> dict:

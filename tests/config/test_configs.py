@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CONF, compose_cfg
+from helpers import CONF, compose_cfg, representative_jobs
 from rsd.budgets import Budget, InfeasibleBudgetError, select_shapes
 from rsd.drafters import RSDC, RSDS, SD, SpecInfer, SpecTr
 from rsd.runner import plan_runs
@@ -30,19 +30,6 @@ def test_launchers_compose(launcher):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"hydra/launcher={launcher}"], return_hydra_config=True)
     assert cfg.hydra.launcher._target_.endswith("Launcher")
-
-
-def representative_jobs(jobs: list[list[str]]) -> list[list[str]]:
-    """Jobs covering every drafter x budget combination (what validation depends on) and every other value once."""
-    chosen = {}
-    for job in jobs:
-        chosen.setdefault(tuple(o for o in job if o.startswith(("drafter", "budget"))), job)
-    covered = {o for job in chosen.values() for o in job}
-    for job in jobs:
-        if set(job) - covered:
-            chosen[tuple(job)] = job
-            covered |= set(job)
-    return list(chosen.values())
 
 
 @pytest.mark.parametrize("preset", PRESETS)

@@ -1,7 +1,7 @@
 """Results that cannot be fooled: records checked against their schema and the engine's invariants on every read,
 summaries checked against their records, runs over different prompt sets never pooled, and the statistics, metrics,
 budgets and fingerprints that a planted bug would otherwise change unnoticed. Synthetic run directories (see
-tests/test_analysis.py); one tiny-pair run checks the runner's records."""
+tests/analysis/test_analysis.py); one tiny-pair run checks the runner's records."""
 
 import json
 import math
@@ -12,13 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats as sps
-from test_analysis import DRAFT, TARGET, one, record, write_run
 
 from analysis.load import SETTING, load
 from analysis.report import main
 from analysis.stats import adjust, compare, expectation_check, fmt_p, ranking_line
 from analysis.tables import all_tables, best_shapes
-from helpers import compose_cfg
+from helpers import DRAFT, TARGET, compose_cfg, one, record, write_run
 from rsd.budgets import Budget, TooManyRunsError, factor_pairs, select_shapes
 from rsd.drafters.recursive import RSDC
 from rsd.metrics import mbsu, summarize_records

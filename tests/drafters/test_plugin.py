@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from helpers import ROOT, compose_cfg
-from rsd.certify import MC_SAMPLING, certify, compose_drafters, engine_exact_check
+from rsd.certify import MC_SAMPLING, certify, compose_drafters, engine_exact_check, exact_check
 from rsd.drafters import SD
 from rsd.engine import Engine, VerifierContractError
 from rsd.errors import ConfigError
@@ -29,11 +29,19 @@ def example_on_path(monkeypatch):
     sys.modules.pop("topk_tree", None)
 
 
-def test_user_drafter_is_certified_and_runs(example_on_path, tmp_path):
+@pytest.mark.slow
+def test_user_drafter_is_certified(example_on_path):
     [(name, drafter)] = compose_drafters(["drafter=topk_tree", SEARCH])
     cert = certify(name, drafter, samples=300, sampling=MC_SAMPLING[:1], table_samples=300)
     assert cert.passed, cert.render()
     assert next(c for c in cert.checks if c.name == "exact enumeration").passed is True
+
+
+def test_user_drafter_passes_the_exact_oracles_and_runs(example_on_path, tmp_path):
+    """The oracles that see any lossy tree exactly (the full certificate, with Monte Carlo, is the slow test above)."""
+    [(name, drafter)] = compose_drafters(["drafter=topk_tree", SEARCH])
+    for check in (engine_exact_check(drafter), exact_check(drafter)):
+        assert check.passed is True, check.summary
     [summary] = run(compose_cfg("drafter=topk_tree", SEARCH, "model_pair=tiny_llama", "dataset.num_prompts=2",
                                 "sampling.max_new_tokens=8", f"out_dir={tmp_path}"))
     assert summary["method"] == "topk_tree" and summary["shape_tag"] == "b3-1-1-1"

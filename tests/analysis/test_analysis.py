@@ -1,6 +1,5 @@
 """analysis/: synthetic run directories with hand-computed metrics -> tables, markdown, figures, report, callback."""
 
-import json
 import logging
 import math
 from pathlib import Path
@@ -17,55 +16,9 @@ from analysis.figures import figures
 from analysis.load import load
 from analysis.report import main
 from analysis.tables import all_tables, best_shapes, with_errors
-from helpers import CONF
-from rsd.metrics import summarize_records
-from rsd.store import file_sha256
+from helpers import CONF, HOT, one, record, section, write_run
 
-TARGET, DRAFT = 1000, 100  # r = 0.1
-HOT = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "max_new_tokens": 8}
 COOL = {**HOT, "temperature": 0.5}
-TAG = {"fixed_length": "L", "fixed_compute": "B"}
-
-
-def record(pid: str, accepted: list[int], wall: float, score: float, drafts_per_step: int, depth: int) -> dict:
-    """A prompt record whose step k emits accepted[k] + 1 tokens; time split 1/4 draft, 1/2 target, 1/4 other."""
-    calls = len(accepted)
-    return {"prompt_id": pid, "prompt_tokens": 5, "new_token_ids": [7] * (sum(accepted) + calls), "text": "",
-            "new_tokens": sum(accepted) + calls,
-            "target_calls": calls, "draft_calls": drafts_per_step * calls, "tokens_verified": [depth * 2] * calls,
-            "accepted_lengths": accepted, "block_efficiency": (sum(accepted) + calls) / calls, "wall_s": wall,
-            "time_draft_s": wall / 4, "time_target_s": wall / 2, "time_other_s": wall / 4, "draft_length": depth,
-            "score": score}
-
-
-def write_run(root: Path, name: str, method: str, shape: dict, tag: str, budget: str | None, x: int | None,
-              records: list[dict], accuracy: float, sampling: dict = HOT, complete: bool = True,
-              extra: dict | None = None, pair: dict | None = None, draft_params: int = DRAFT) -> Path:
-    """A run directory as rsd.runner.execute leaves it (summary.json only if `complete`; `extra` joins the summary;
-    `pair`: the config's model_pair, named in the summary, default pairA without one; AR has 0 draft params)."""
-    run_dir = root / name
-    run_dir.mkdir(parents=True)
-    budget_cfg = None if budget is None else {
-        "kind": budget, "draft_length": x if budget == "fixed_length" else None,
-        "target_tokens": x if budget == "fixed_compute" else 6}
-    config = {"budget": budget_cfg, "sampling": sampling, "seed": 0, **({"model_pair": pair} if pair else {})}
-    (run_dir / "run.json").write_text(json.dumps({"config": config, "method": method, "shape": shape}))
-    (run_dir / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    if complete:
-        draft_params = draft_params if budget else 0
-        summary = {"complete": True, "method": method, "shape": shape, "shape_tag": tag,
-                   "draft_length": records[0]["draft_length"], "tree_size": 2 * records[0]["draft_length"],
-                   "budget": budget, "budget_value": "-" if budget is None else TAG[budget] + str(x),
-                   "model_pair": pair["name"] if pair else "pairA", "dataset": "dolly_builtin", "task": "instruction",
-                   "sampling": sampling,
-                   "seed": 0, "target_params": TARGET, "draft_params": draft_params,
-                   **summarize_records(records, draft_params, TARGET), "accuracy": accuracy,
-                   "run_dir": str(run_dir), "config": config, "prompt_ids": [r["prompt_id"] for r in records],
-                   "records_sha256": file_sha256(run_dir / "records.jsonl"), **(extra or {})}
-        (run_dir / "summary.json").write_text(json.dumps(summary))
-    return run_dir
-
-
 def ar(root: Path, name: str, wall: float, scores: tuple[float, float], accuracy: float, sampling: dict = HOT) -> None:
     recs = [record(f"p{i}", [0] * 8, wall, s, 0, 0) for i, s in enumerate(scores)]
     write_run(root, name, "ar", {}, "none", None, None, recs, accuracy, sampling)
@@ -103,15 +56,6 @@ def sweep(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def tables(sweep):
     return load([sweep])
-
-
-def one(frame: pd.DataFrame, **keys) -> pd.Series:
-    mask = pd.Series(True, index=frame.index)
-    for key, value in keys.items():
-        mask &= frame[key].eq(value).fillna(False).astype(bool)
-    rows = frame[mask]
-    assert len(rows) == 1, rows
-    return rows.iloc[0]
 
 
 def test_run_metrics_equal_hand_computed_values(tables):
@@ -152,12 +96,6 @@ def test_incomplete_run_is_skipped_with_a_warning_naming_it(sweep, caplog):
         runs = load([sweep]).runs
     assert "sd4-unfinished" in caplog.text and "incomplete" in caplog.text
     assert not runs.run_dir.str.contains("unfinished").any() and 4 not in set(runs.x.dropna())
-
-
-def section(markdown: str, *needles: str) -> str:
-    """The one table (heading to next heading) whose heading line contains every needle."""
-    [found] = [part for part in markdown.split("### ") if all(n in part.split("\n")[0] for n in needles)]
-    return found
 
 
 def test_sampling_settings_are_not_mixed(tables):

@@ -4,14 +4,14 @@ tolerance, and node rules never compute in half precision.
 Tolerances (max |tree probs - sequential probs| over every tree node, T = 1, tiny pairs with init_std 0.3 so the
 laws are peaked; eager and sdpa, seeds 0-2, measured on CPU with torch 2.13): bfloat16 2.0e-2, float16 2.3e-3
 (eager attention: 0). A wrong tree mask or a position off by one moves the probabilities by >= 0.3 at this scale.
-Greedy identity with AR is exact only in float32 (tests/test_engine.py): in half precision a k-token verify pass
+Greedy identity with AR is exact only in float32 (tests/engine/test_engine.py): in half precision a k-token verify pass
 rounds differently from k one-token passes, so near-ties can flip.
 """
 
 import pytest
 import torch
-from test_tree_forward import VOCAB, branching_tree, sequential_logits, tree_call_logits
 
+from helpers import VOCAB, branching_tree, sequential_logits, tree_call_logits
 from rsd.drafters import RSDS
 from rsd.engine import Engine, Generation
 from rsd.models.adapter import CausalLM

@@ -12,10 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from test_analysis import record
 
 import rsd.runner
-from helpers import ROOT, compose_cfg
+from helpers import ROOT, compose_cfg, record
 from rsd.data import load_examples
 from rsd.errors import ConfigError
 from rsd.models.pairs import ByteTokenizer, encode_prompt, load_pair_tokenizer

@@ -1,7 +1,8 @@
 """Bad input is refused before any model loads, in one line naming the key and what to do; environment hygiene.
 
-CASES is also the source of README.md's Troubleshooting table: `python tests/test_validate.py` prints the table, and
-test_readme_troubleshooting_lists_every_case fails when the README drifts from the messages the code gives.
+CASES is also the source of README.md's Troubleshooting table: `PYTHONPATH=tests python tests/config/test_validate.py`
+prints the table, and test_readme_troubleshooting_lists_every_case fails when the README drifts from the messages the
+code gives.
 """
 
 import functools
@@ -362,8 +363,8 @@ def test_readme_troubleshooting_lists_every_case(tmp_path, monkeypatch, no_model
     section = readme[readme.index("## Troubleshooting"):]
     rows = [table_row(c, refusal(c, tmp_path / str(i), monkeypatch)) for i, c in enumerate(CASES)]
     missing = [row for row in rows if row not in section]
-    assert not missing, "README.md's Troubleshooting table is stale; regenerate it with `python " \
-                        "tests/test_validate.py`. Missing rows:\n" + "\n".join(missing)
+    assert not missing, "README.md's Troubleshooting table is stale; regenerate it with `PYTHONPATH=tests " \
+                        "python tests/config/test_validate.py`. Missing rows:\n" + "\n".join(missing)
     assert len(re.findall(r"^\| `(?:\w+=\S+ )?python run\.py", section, re.M)) == len(CASES)
 
 

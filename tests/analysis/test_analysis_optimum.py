@@ -1,6 +1,6 @@
 """analysis/ on the new instruments: the root optimum (table_optimum.md and its figure), the acceptance dial (speed
 omitted, mixes never pooled, the dial figure) and the model-free PLD drafter. Synthetic run directories, as in
-tests/test_analysis.py."""
+tests/analysis/test_analysis.py."""
 
 import json
 import re
@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import stats as sps
-from test_analysis import one, record, section, write_run
 
 from analysis.figures import figures
 from analysis.load import OPTIMUM, load, run_row
@@ -17,6 +16,7 @@ from analysis.names import method_label, method_order
 from analysis.report import build_report
 from analysis.stats import all_pairs, pairs_markdown
 from analysis.tables import all_tables, best_shapes, optimum_table
+from helpers import one, record, section, write_run
 
 DIAL = {"name": "tiny_llama_dial", "mix": 0.6}
 T975 = float(sps.t.ppf(0.975, 1))  # two prompts: one degree of freedom
