@@ -84,7 +84,7 @@ def step_reads(engine: Engine, prompts: int = 3, new_tokens: int = 10) -> list[t
 
 
 def test_every_builtin_drafter_is_counted():
-    conf = Path(__file__).parents[1] / "conf" / "drafter"
+    conf = Path(__file__).parents[2] / "conf" / "drafter"
     assert {yaml.safe_load(f.read_text())["name"] for f in conf.glob("*.yaml")} == set(METHODS)
 
 
