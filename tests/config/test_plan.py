@@ -57,7 +57,7 @@ def test_quickstart_plan_says_everything_is_available(capsys):
     assert main(["experiment=quickstart"]) == 0
     out = capsys.readouterr().out
     assert "18 jobs -> 31 runs" in out
-    assert "available embedded:smollm2-135m-instruct" in out and "available embedded:smollm2-draft-v2" in out
+    assert "available embedded:smollm2-135m-instruct" in out and "available embedded:smollm2-draft-v3" in out
     assert "available dolly_builtin" in out
     assert "OK: everything needed is available and every pair fits" in out
     assert "token budget: at most 2,976 new tokens" in out  # 21 runs x 3 prompts x 32 tokens

@@ -17,7 +17,7 @@ from rsd.models.pairs import load_pair
 from rsd.models.trimmed import TrimmedLlamaForCausalLM, output_width
 from rsd.sampling import SamplingParams, prompt_generator
 
-PAIR = {"name": "smollm2", "target": "embedded:smollm2-135m-instruct", "draft": "embedded:smollm2-draft-v2",
+PAIR = {"name": "smollm2", "target": "embedded:smollm2-135m-instruct", "draft": "embedded:smollm2-draft-v3",
         "chat": True, "dtype": "float32"}  # float32: greedy identity is exact only there
 V1 = {**PAIR, "name": "smollm2_v1", "draft": "embedded:smollm2-draft"}
 

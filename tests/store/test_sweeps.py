@@ -132,6 +132,7 @@ def test_torn_last_line_is_cut_and_resumed(tmp_path):
     assert second["new_tokens"] == first["new_tokens"]
 
 
+@pytest.mark.slow  # a real multi-job sweep (~20 s); the default tier's in-process tests cover the runner
 def test_rerun_of_a_finished_sweep_skips(tmp_path):
     args = ["-m", *TINY[:-1], "drafter=ar,sd", "sampling.max_new_tokens=8", f"out_dir={tmp_path}"]
     first = python_run(*args)
@@ -168,6 +169,7 @@ def test_sweep_into_a_file_is_refused_before_any_job(tmp_path):
     assert target.read_text() == "not a directory"
 
 
+@pytest.mark.slow  # a real multi-job sweep (~20 s); the default tier's in-process tests cover the runner
 def test_submitit_local_two_job_sweep(tmp_path):
     proc = python_run("-m", "hydra/launcher=submitit_local", "model_pair=tiny_opt", "drafter=ar,rsd_c",
                       "dataset.num_prompts=2", "sampling.max_new_tokens=8", f"out_dir={tmp_path}")
@@ -177,6 +179,7 @@ def test_submitit_local_two_job_sweep(tmp_path):
     assert list(tmp_path.rglob(".submitit"))
 
 
+@pytest.mark.slow  # a real multi-job sweep (~20 s); the default tier's in-process tests cover the runner
 def test_slurm_launcher_renders_an_array_job(tmp_path):
     """SLURM cannot run here: fake sbatch/srun/sacct on PATH run the array tasks locally, as SLURM would."""
     fake = ROOT / "tests" / "fake_slurm"
