@@ -13,6 +13,7 @@ from rsd.metrics import summarize_records
 from rsd.models.adapter import CausalLM
 from rsd.store import file_sha256
 from rsd.tree import DraftTree
+from rsd.verify import get_verifier
 from rsd.verify.traversal import Traversal, TraversalState
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
@@ -139,3 +140,17 @@ def representative_jobs(jobs: list[list[str]]) -> list[list[str]]:
             chosen[tuple(job)] = job
             covered |= set(job)
     return list(chosen.values())
+
+
+def expected_yields(tree: DraftTree, q: torch.Tensor, specs: tuple[str, ...] = ("walk", "block", "traversal"),
+                    eos: frozenset[int] = frozenset()) -> dict[str, float]:
+    """The exact expected tokens of one step under several verifiers on the SAME tree (a paired comparison without
+    sampling noise, e.g. block vs the SD walk on a chain, traversal vs the RSD walk on an RSD-C tree). The walk uses
+    `tree.rule`; a verifier that cannot verify this tree (block on a branching tree) is left out."""
+    out = {}
+    for spec in specs:
+        try:
+            out[spec] = get_verifier(spec).expected_yield(tree, q, eos)
+        except ValueError:
+            continue
+    return out

@@ -60,17 +60,3 @@ def verifier_for(drafter: Any) -> Verifier:
                 "i.i.d. trie; "
                 "use drafter.verifier=walk")
     return get_verifier(spec)
-
-
-def expected_yields(tree: "DraftTree", q: torch.Tensor, specs: tuple[str, ...] = ("walk", "block", "traversal"),
-                    eos: frozenset[int] = frozenset()) -> dict[str, float]:
-    """The exact expected tokens of one step under several verifiers on the SAME tree (a paired comparison without
-    sampling noise, e.g. block vs the SD walk on a chain, traversal vs the RSD walk on an RSD-C tree). The walk uses
-    `tree.rule`; a verifier that cannot verify this tree (block on a branching tree) is left out."""
-    out = {}
-    for spec in specs:
-        try:
-            out[spec] = get_verifier(spec).expected_yield(tree, q, eos)
-        except ValueError:
-            continue
-    return out

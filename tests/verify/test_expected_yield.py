@@ -7,6 +7,7 @@ from functools import partial
 import pytest
 import torch
 
+from helpers import expected_yields
 from rsd.drafters import AR, BV, RSDC, RSDS, SD, TV, SpecInfer, SpecTr
 from rsd.engine import Engine, VerifierContractError
 from rsd.metrics import summarize_records
@@ -24,7 +25,6 @@ from rsd.oracles import (
 from rsd.rules import get_rule
 from rsd.sampling import SamplingParams, prompt_generator
 from rsd.verify import RandomCoins, get_verifier
-from rsd.verify.base import expected_yields
 from rsd.verify.walk import Walk
 
 
