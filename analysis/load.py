@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 SAMPLING = ("temperature", "top_k", "top_p", "max_new_tokens")
 # runs of different settings are never averaged or compared together
-SETTING = ("model_pair", "mix", "dtype", "dataset", "prompt_set", *SAMPLING)
+SETTING = ("model_pair", "draft", "mix", "dtype", "dataset", "prompt_set", *SAMPLING)
 AR_KEYS = (*SETTING, "seed")  # a run is compared with the AR run that matches on these
 RUN_KEYS = ("method", "shape_tag", "budget", "x", *AR_KEYS, "run_dir")  # repeated in the prompt and step tables
 BUDGET_AXIS = {"fixed_length": "draft_length", "fixed_compute": "target_tokens"}
@@ -126,6 +126,13 @@ def dtype_of(summary: Mapping[str, Any]) -> str:
     return str(pair.get("dtype") or "float32") if isinstance(pair, Mapping) else "float32"
 
 
+def draft_of(summary: Mapping[str, Any]) -> str:
+    """The draft model the run's pair loaded ('embedded:smollm2-draft-v3'), '' where the config does not say: one pair
+    name can be run with several drafts (model_pair.draft=...), and their runs must never be pooled."""
+    pair = summary.get("config", {}).get("model_pair")
+    return str(pair.get("draft") or "") if isinstance(pair, Mapping) else ""
+
+
 def mix_of(summary: Mapping[str, Any]) -> str:
     """The acceptance dial's mix as text ('0.6'), '' for a pair without one (a string, so groupings never drop it)."""
     pair = summary.get("config", {}).get("model_pair")
@@ -146,7 +153,8 @@ def prompt_set(summary: Mapping[str, Any]) -> str:
 def run_keys(run_dir: Path, summary: Mapping[str, Any]) -> dict:
     """The identifying columns of a run (RUN_KEYS)."""
     return {"method": summary["method"], "shape_tag": summary["shape_tag"], "budget": summary["budget"],
-            "x": budget_point(summary), "model_pair": summary["model_pair"], "mix": mix_of(summary),
+            "x": budget_point(summary), "model_pair": summary["model_pair"], "draft": draft_of(summary),
+            "mix": mix_of(summary),
             "dtype": dtype_of(summary),
             "dataset": summary["dataset"], "prompt_set": prompt_set(summary),
             **{k: summary["sampling"][k] for k in SAMPLING}, "seed": summary["seed"],

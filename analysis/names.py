@@ -76,12 +76,15 @@ def setting_title(setting: Mapping[str, Any]) -> str:
     """A readable one-line name of a setting: 'SmolLM2-135M + 7M draft, Dolly-style prompts, 32 prompts
     dolly-01..dolly-32 #3fa2c1, T = 1, 64 new tokens'.
 
-    The dtype is named only when it is not float32 (half-precision runs are their own setting); the prompt set
+    The draft model where the run's config names it (one pair name may be run with several drafts); the dtype only
+    when it is not float32 (half-precision runs are their own setting); the prompt set
     (analysis.load.prompt_set) where the setting has one; the acceptance dial's mix ('mix a = 0.6') where it is set.
     """
     dtype = setting.get("dtype", "float32")
     prompts = [setting["prompt_set"]] if setting.get("prompt_set") else []
     mix = [f"mix a = {setting['mix']}"] if setting.get("mix") else []
-    return ", ".join([pair_name(setting["model_pair"]), *mix, dataset_name(setting["dataset"]), *prompts,
+    draft = setting.get("draft") or ""
+    drafts = [f"draft {draft.removeprefix('embedded:')}"] if draft else []
+    return ", ".join([pair_name(setting["model_pair"]), *drafts, *mix, dataset_name(setting["dataset"]), *prompts,
                       sampling_name(setting), f"{setting['max_new_tokens']} new tokens",
                       *([dtype] if dtype != "float32" else [])])

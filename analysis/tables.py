@@ -200,9 +200,9 @@ def markdown_tables(best: pd.DataFrame, metric: str) -> str:
     return "\n".join(parts)
 
 
-GROUPING = ("Runs are grouped by model pair, dtype, dataset, prompt set, sampling, max new tokens and the acceptance "
-            "dial's mix (the heading of each table); runs of different groups are never averaged or compared, so two "
-            "prompt sets of one dataset get two tables.")
+GROUPING = ("Runs are grouped by model pair, draft model, dtype, dataset, prompt set, sampling, max new tokens and "
+            "the acceptance dial's mix (the heading of each table); runs of different groups are never averaged or "
+            "compared, so two prompt sets of one dataset get two tables.")
 
 
 def all_tables(runs: pd.DataFrame, prompts: pd.DataFrame) -> dict[str, str]:

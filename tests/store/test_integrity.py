@@ -58,10 +58,30 @@ def test_two_prompt_sets_of_one_dataset_get_separate_labelled_cells(tmp_path):
     assert sorted(cells["block_efficiency"]) == [1.0, 3.0]
     assert sorted(cells.index.str.split().str[0]) == ["3", "5"]
     text = all_tables(tables.runs, tables.prompts)["block_efficiency"]
-    assert text.startswith("Runs are grouped by model pair, dtype, dataset, prompt set")
+    assert text.startswith("Runs are grouped by model pair, draft model, dtype, dataset, prompt set")
     assert sum(f"{label}," in text for label in cells.index) == 2  # each table's heading names its prompt set
     assert one(tables.runs, method="sd", prompt_set=cells.index[0]).token_rate_ratio > 0  # its own set's AR run
     assert "prompt_set" in SETTING
+
+
+
+def test_one_pair_name_run_with_two_drafts_gets_separate_labelled_cells(tmp_path):
+    """The default pair's draft changed (v2 -> v3) under the same name: a results directory holding both must not
+    average them (it did: one SD cell over both drafts' runs)."""
+    for draft, accepted in (("embedded:smollm2-draft-v2", [0, 0]), ("embedded:smollm2-draft-v3", [2, 2])):
+        pair = {"name": "smollm2", "target": "embedded:smollm2-135m-instruct", "draft": draft}
+        tag = draft[-2:]
+        write_run(tmp_path, f"ar-{tag}", "ar", {}, "none", None, None,
+                  [record(f"p{i}", [0] * 4, 2.0, 50.0, 0, 0) for i in range(3)], 50.0, pair=pair)
+        write_run(tmp_path, f"sd-{tag}", "sd", {"draft_length": 2}, "L2", "fixed_length", 2,
+                  [record(f"p{i}", accepted, 1.0, 50.0, 2, 2) for i in range(3)], 50.0, pair=pair)
+    tables = load([tmp_path])
+    best = best_shapes(tables.runs, tables.prompts)
+    cells = best[best["method"] == "sd"].set_index("draft")
+    assert sorted(cells["block_efficiency"]) == [1.0, 3.0]
+    text = all_tables(tables.runs, tables.prompts)["block_efficiency"]
+    assert "draft smollm2-draft-v2," in text and "draft smollm2-draft-v3," in text
+    assert "draft" in SETTING
 
 
 # --- item 2: records and summaries are checked on read ----------------------------------------------------------
