@@ -19,6 +19,7 @@ from rsd.data import load_builtin  # noqa: E402
 from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr  # noqa: E402
 from rsd.drafters.base import Drafter  # noqa: E402
 from rsd.engine import Engine, Generation  # noqa: E402
+from rsd.models.embedded import default_pair_config  # noqa: E402
 from rsd.models.pairs import load_pair  # noqa: E402
 from rsd.sampling import prompt_generator  # noqa: E402
 
@@ -40,8 +41,7 @@ SHAPES: dict[str, Callable[[], Drafter]] = {
 PAIRS = {
     "tiny": {"name": "tiny_llama", "target": "tiny:llama", "draft": "tiny:llama",
              "tiny": {"vocab_size": 258, "seed": 0, "init_std": 0.02}},
-    "embedded": {"name": "smollm2", "target": "embedded:smollm2-135m-instruct", "draft": "embedded:smollm2-draft-v2",
-                 "chat": True},
+    "embedded": default_pair_config(),
     "embedded-v1": {"name": "smollm2_v1", "target": "embedded:smollm2-135m-instruct",
                     "draft": "embedded:smollm2-draft", "chat": True},
 }

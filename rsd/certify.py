@@ -412,10 +412,10 @@ def greedy_pairs(embedded: bool) -> list[tuple[str, torch.nn.Module, torch.nn.Mo
         pairs.append((f"tiny {arch}, draft = target", target, target, prompts, []))
     if embedded:
         from rsd.data import load_builtin
+        from rsd.models.embedded import default_pair_config
         from rsd.models.pairs import load_pair
 
-        pair = load_pair({"name": "smollm2", "target": "embedded:smollm2-135m-instruct",
-                          "draft": "embedded:smollm2-draft-v2", "chat": True, "dtype": "float32"})
+        pair = load_pair({**default_pair_config(), "dtype": "float32"})
         prompts = [pair.encode_prompt(load_builtin(n)[0].prompt) for n in ("dolly_builtin", "xsum_builtin")]
         pairs.append(("embedded smollm2", pair.target.model, pair.draft.model, prompts, pair.eos_token_ids))
     return pairs

@@ -27,6 +27,15 @@ DRAFT_DIR = SHIPPED_DRAFTS["smollm2-draft-v3"]
 STAGING_PREFIX = ".convert-"  # a conversion's temporary directory in the cache, renamed into place when complete
 
 
+def default_pair_config() -> dict:
+    """The embedded default pair as conf/model_pair/smollm2.yaml defines it: the one definition that certify and the
+    benchmarks load too, so a new default draft needs one YAML edit."""
+    from omegaconf import OmegaConf
+
+    path = Path(__file__).resolve().parents[2] / "conf" / "model_pair" / "smollm2.yaml"
+    return OmegaConf.to_container(OmegaConf.load(path))
+
+
 class ModelUnavailableError(RsdError, RuntimeError):
     """A model could not be found offline; the message says what to install or download."""
 
