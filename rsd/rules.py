@@ -182,9 +182,17 @@ def onehot_rule(q: torch.Tensor, p: torch.Tensor, candidates: torch.Tensor) -> N
 def get_rule(rule: str | NodeRule) -> NodeRule:
     """A rule by name (rsd.registry.RULES, or a user's dotted path), or the callable itself (a user drafter may
     supply its own), run in float32 or wider."""
+    if isinstance(rule, str):
+        return _named_rule(rule)
     if not callable(rule):
         rule = lookup(RULES, rule)
     return functools.partial(_at_least_float32, rule)
+
+
+@functools.cache
+def _named_rule(name: str) -> NodeRule:
+    """A registered rule resolved once (get_rule runs at every verified node)."""
+    return functools.partial(_at_least_float32, lookup(RULES, name))
 
 
 def _at_least_float32(rule: NodeRule, q: torch.Tensor, p: torch.Tensor, candidates: torch.Tensor) -> NodeLaw:
