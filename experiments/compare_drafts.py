@@ -19,7 +19,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_draft import chat_prompt, load_target, sample_batch  # noqa: E402
+from train_draft import answer_acceptance, load_target  # noqa: E402
 
 
 @torch.inference_mode()
@@ -37,19 +37,11 @@ def main() -> None:
     torch.set_num_threads(1)
     tok, target = load_target()
     drafts = [AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval() for d in args.drafts]
-    stop = tok.convert_tokens_to_ids("<|im_end|>")
     torch.manual_seed(0)
     pooled: list[tuple[float, float, int]] = []
     for name in ("xsum_builtin", "wmt_builtin", "dolly_builtin"):
-        prompts = [chat_prompt(tok, ex.prompt) for ex in load_builtin(name)[:args.prompts]]
-        rows = []  # per prompt: (sum of acceptance, draft a), (draft b), tokens
-        for r in sample_batch(target, prompts, args.max_new, stop, tok.pad_token_id):
-            seq = torch.tensor([r["prompt"] + r["answer"]])
-            start = len(r["prompt"]) - 1
-            q = torch.softmax(target(input_ids=seq).logits[0, start:-1].float(), -1)
-            acc = [torch.minimum(torch.softmax(d(input_ids=seq).logits[0, start:-1].float(), -1), q).sum(-1).sum()
-                   .item() for d in drafts]
-            rows.append((acc[0], acc[1], len(q)))
+        rows = [(acc[0], acc[1], n) for acc, _, n in
+                answer_acceptance(tok, target, drafts, load_builtin(name)[:args.prompts], args.max_new)]
         pooled += rows
         report(name, rows)
     report("all", pooled)

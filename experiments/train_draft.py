@@ -654,6 +654,22 @@ def acceptance(model, items: list[dict], max_len: int, pad_id: int) -> float:
 
 
 @torch.inference_mode()
+def answer_acceptance(tok, target, drafts: list, examples: list, max_new: int) -> list[tuple[list, list, int]]:
+    """The target answers each example once at temperature 1; per answer: each draft's summed acceptance
+    sum_x min(p, q) over the answer tokens, its greedy agreements (argmax p == argmax q), and the token count."""
+    stop = tok.convert_tokens_to_ids("<|im_end|>")
+    rows = []
+    for r in sample_batch(target, [chat_prompt(tok, ex.prompt) for ex in examples], max_new, stop, tok.pad_token_id):
+        seq = torch.tensor([r["prompt"] + r["answer"]])
+        start = len(r["prompt"]) - 1
+        q = torch.softmax(target(input_ids=seq).logits[0, start:-1].float(), -1)
+        ps = [torch.softmax(d(input_ids=seq).logits[0, start:-1].float(), -1) for d in drafts]
+        rows.append(([torch.minimum(p, q).sum().item() for p in ps],
+                     [(p.argmax(-1) == q.argmax(-1)).sum().item() for p in ps], len(q)))
+    return rows
+
+
+@torch.inference_mode()
 def stage_eval(draft_dir: Path, n_per_set: int, max_new: int) -> dict:
     """Acceptance (T=1) and greedy agreement of a draft on target answers to the built-in prompts; written to
     draft_dir/acceptance.json."""
@@ -664,21 +680,13 @@ def stage_eval(draft_dir: Path, n_per_set: int, max_new: int) -> dict:
 
     tok, target = load_target()
     draft = AutoModelForCausalLM.from_pretrained(draft_dir, dtype=torch.float32).eval()
-    stop = tok.convert_tokens_to_ids("<|im_end|>")
     torch.manual_seed(0)
     report = {}
     for name in ("xsum_builtin", "wmt_builtin", "dolly_builtin"):
-        prompts = [chat_prompt(tok, ex.prompt) for ex in load_builtin(name)[:n_per_set]]
-        accept, agree, count = 0.0, 0, 0
-        for r in sample_batch(target, prompts, max_new, stop, tok.pad_token_id):
-            seq = torch.tensor([r["prompt"] + r["answer"]])
-            start = len(r["prompt"]) - 1
-            q = torch.softmax(target(input_ids=seq).logits[0, start:-1].float(), -1)
-            p = torch.softmax(draft(input_ids=seq).logits[0, start:-1].float(), -1)
-            accept += torch.minimum(p, q).sum(-1).sum().item()
-            agree += (p.argmax(-1) == q.argmax(-1)).sum().item()
-            count += len(q)
-        report[name] = {"acceptance_t1": accept / count, "greedy_agreement": agree / count, "tokens": count}
+        rows = answer_acceptance(tok, target, [draft], load_builtin(name)[:n_per_set], max_new)
+        count = sum(n for _, _, n in rows)
+        report[name] = {"acceptance_t1": sum(a[0] for a, _, _ in rows) / count,
+                        "greedy_agreement": sum(g[0] for _, g, _ in rows) / count, "tokens": count}
         print(name, report[name], flush=True)
     total = sum(v["tokens"] for v in report.values())
     report["all"] = {k: sum(v[k] * v["tokens"] for v in report.values()) / total
