@@ -72,10 +72,13 @@ class ModelPairConfig:
 
 @dataclass(frozen=True)
 class Selection:
-    """`budget.select`: rank every shape on `prompts` tuning prompts, run the best `top` on the evaluation prompts."""
+    """`budget.select`: rank every shape on `prompts` tuning prompts (from index `offset`, default the dataset's last;
+    `new_tokens` new tokens each, default the run's), run the best `top` on the evaluation prompts."""
 
     prompts: int
     top: int
+    offset: int | None = None
+    new_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -114,8 +117,17 @@ class RunConfig:
     resolved: Mapping[str, Any]
 
     def with_out_dir(self, out_dir: Path) -> RunConfig:
-        """The same runs, with results below `out_dir` (the tuning runs of `budget.select`)."""
+        """The same runs, with results below `out_dir`."""
         return replace(self, out_dir=out_dir, resolved={**self.resolved, "out_dir": str(out_dir)})
+
+    def for_tuning(self) -> RunConfig:
+        """The tuning runs of `budget.select`: below `out_dir/tuning`, with `select.new_tokens` new tokens if set."""
+        tuning = self.with_out_dir(self.out_dir / "tuning")
+        new_tokens = self.select.new_tokens if self.select is not None else None
+        if new_tokens is None:
+            return tuning
+        resolved = {**tuning.resolved, "sampling": {**tuning.resolved["sampling"], "max_new_tokens": new_tokens}}
+        return replace(tuning, sampling=replace(self.sampling, max_new_tokens=new_tokens), resolved=resolved)
 
     def identity(self, shape: Mapping[str, Any], uses_draft: bool, inputs: Mapping[str, Any] | None = None) -> dict:
         """The part of the config that determines a run's results, with the concrete shape and `inputs`
@@ -127,6 +139,10 @@ class RunConfig:
                             "shape": dict(shape)}
         ident["budget"] = ({k: v for k, v in cfg["budget"].items() if k not in SHAPE_FILTER_KEYS} if uses_draft
                            else None)
+        if ident["budget"] and isinstance(ident["budget"].get("select"), Mapping):
+            # Where the tuning prompts sit is in the tuning runs' own inputs (their examples' digest); an evaluation
+            # run's results do not depend on it, so a preset that pins it keeps its runs' identities.
+            ident["budget"]["select"] = {k: v for k, v in ident["budget"]["select"].items() if k != "offset"}
         if inputs is not None:
             ident["inputs"] = dict(inputs)
         if self.drafter.verifier is not None:
@@ -158,7 +174,7 @@ def resolve_config(cfg: DictConfig | Mapping) -> RunConfig:
         dataset=Dataset(d["name"], d.get("task"), d.get("num_prompts"), d.get("max_prompt_tokens"),
                         d.get("shuffle_seed"), d),
         model_pair=ModelPairConfig(m["name"], m["target"], m.get("draft"), bool(m.get("chat")), m),
-        budget=budget, select=Selection(select["prompts"], select["top"]) if select else None,
+        budget=budget, select=Selection(**select) if select else None,
         drafter=_resolve_drafter(conf["drafter"], budget, b.get("shape")),
         logger=conf.get("logger") or {}, resolved=conf)
 

@@ -29,6 +29,7 @@ from typing import Any
 from rsd.budgets import Budget
 from rsd.errors import RsdError
 from rsd.models.spec import looks_like_local_path
+from rsd.selection import selection_config
 from rsd.sweep import CONF_DIR, expand_jobs
 
 PAPER_MODELS = CONF_DIR / "paper_models.yaml"
@@ -345,17 +346,26 @@ def build_plan(overrides: list[str], launcher: Mapping[str, Any] | None = None,
             except RsdError as err:
                 plan.problems.append(f"dataset {key}: {err}")
                 prompts_of[key] = None
-        n_prompts = ds.get("num_prompts")
+        n_prompts, max_new = ds.get("num_prompts"), int(conf["sampling"]["max_new_tokens"])
+        select = selection_config(conf["budget"]) if conf["budget"].get("kind") == "fixed_compute" else None
+        tuned = select is not None and len(runs) > 1  # every shape on the tuning prompts, the best on the others
         for run in runs:
             if str(run.run_dir) in seen_dirs:
                 continue  # AR runs are shared by every budget: one directory, one run
             seen_dirs.add(str(run.run_dir))
             tag = Budget.from_config(conf["budget"]).tag if run.identity["budget"] is not None else "-"
             plan.runs[(run.method, tag)] += 1
+            if tuned:
+                plan.new_tokens += select["prompts"] * (select["new_tokens"] or max_new)
+            elif n_prompts is None:
+                plan.unknown_prompts = True
+            else:
+                plan.new_tokens += int(n_prompts) * max_new
+        if tuned:
             if n_prompts is None:
                 plan.unknown_prompts = True
             else:
-                plan.new_tokens += int(n_prompts) * int(conf["sampling"]["max_new_tokens"])
+                plan.new_tokens += min(select["top"], len(runs)) * int(n_prompts) * max_new
         need = pairs.setdefault(conf["model_pair"]["name"], {"conf": conf, "draft": False, "tree": 0, "max_new": 0,
                                                              "prompt": 0})
         need["draft"] |= any(r.make_drafter().uses_draft_model for r in runs)
@@ -430,7 +440,8 @@ def format_plan(plan: SweepPlan) -> str:
                      f"+ KV {e.kv:5.2f} GB ({e.tokens} tokens) + logits {e.logits:4.2f} GB = {e.need:7.1f} GB vs "
                      f"{e.capacity:.1f} GB usable on {e.devices}")
     tokens = f"{plan.new_tokens:,}" + (" + runs over whole datasets (num_prompts=null)" if plan.unknown_prompts else "")
-    lines.append(f"token budget: at most {tokens} new tokens (runs x num_prompts x max_new_tokens)")
+    lines.append(f"token budget: at most {tokens} new tokens (runs x num_prompts x max_new_tokens; with "
+                 "budget.select, every shape on its tuning prompts and the best on the evaluation prompts)")
     if plan.job_errors:
         lines.append(f"{len(plan.job_errors)} job(s) will fail on their config (the other jobs still run):")
         lines += [f"  - {e}" for e in plan.job_errors]

@@ -152,6 +152,7 @@ def environment() -> dict:
         "python": sys.version.split()[0], "torch": torch.__version__, "transformers": transformers.__version__,
         "rsd_git_sha": sha, "platform": platform.platform(), "processor": platform.processor(),
         "cpu_count": os.cpu_count(), "cpu_flags": list(cpu_flags()), "torch_threads": torch.get_num_threads(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,  # other jobs skew timings
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         **(_cuda_environment() if torch.cuda.is_available() else {}),
     }
@@ -338,8 +339,8 @@ def run(cfg: RunConfig | DictConfig | Mapping) -> list[dict]:
     select = rc.select if rc.budget.kind == "fixed_compute" else None
     if select is not None and len(rc.drafter.shapes) > 1:
         examples, tuning = split_tuning(load_examples({**rc.dataset.spec, "num_prompts": None}),
-                                        rc.dataset.num_prompts, select.prompts)
-        tune_rc = rc.with_out_dir(rc.out_dir / "tuning")
+                                        rc.dataset.num_prompts, select.prompts, select.offset)
+        tune_rc = rc.for_tuning()
         tune_plans = plan_runs(tune_rc, run_inputs(tune_rc, tuning))
     else:
         examples, tuning, tune_plans = load_examples(rc.dataset.spec), [], []
@@ -373,7 +374,8 @@ def run(cfg: RunConfig | DictConfig | Mapping) -> list[dict]:
         return run(rc)
     if tune_plans:  # the ranking needs every tuning run: wait for those another process holds, however long
         tune_extra = {"selection": {"role": "tune", "prompts": tuning_ids}}
-        tuned = _execute_all([(p, tune_extra) for p in tune_plans], pair, tune_prompts, rc, truncated, math.inf)
+        tuned = _execute_all([(p, tune_extra) for p in tune_plans], pair, tune_prompts, rc.for_tuning(), truncated,
+                             math.inf)
         chosen = _selected(plans, tuned, select.top, tuning_ids)
     summaries = _execute_all(chosen, pair, prompts, rc, truncated, BUSY_WAIT_S)
     for (plan, _), summary in zip(chosen, summaries):

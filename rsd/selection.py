@@ -4,7 +4,9 @@ Picking the best of N shapes on the prompts one then reports is biased upwards (
 `budget.select.prompts = n`, every shape meeting the budget first runs on `n` tuning prompts taken from the END of
 the dataset, disjoint from the evaluation prompts (its first `dataset.num_prompts`); shapes are ranked by their
 expected block efficiency on those prompts (the exact per-step expectation: less noise than the measured one), and
-only the best `budget.select.top` shape(s) run on the evaluation prompts.
+only the best `budget.select.top` shape(s) run on the evaluation prompts. `budget.select.offset` takes the tuning
+prompts from that index instead of the end (a preset keeps its prompts when a dataset grows), and
+`budget.select.new_tokens` decodes fewer new tokens per tuning prompt (a cheaper ranking of many shapes).
 """
 
 from __future__ import annotations
@@ -17,27 +19,50 @@ from rsd.errors import ConfigError
 T = TypeVar("T")
 
 
+def _is_int(value: Any, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
 def selection_config(budget_cfg: Mapping[str, Any]) -> dict | None:
-    """The validated `budget.select` block, or None when selection is off."""
+    """The validated `budget.select` block (prompts, top, offset, new_tokens), or None when selection is off."""
     sel = budget_cfg.get("select")
     if not sel or not sel.get("prompts"):
         return None
     prompts, top = sel.get("prompts"), sel.get("top", 1)
-    if not isinstance(prompts, int) or isinstance(prompts, bool) or prompts < 1:
+    offset, new_tokens = sel.get("offset"), sel.get("new_tokens")
+    if not _is_int(prompts, 1):
         raise ConfigError(f"budget.select.prompts must be a positive integer (tuning prompts), got {prompts!r}")
-    if not isinstance(top, int) or isinstance(top, bool) or top < 1:
+    if not _is_int(top, 1):
         raise ConfigError(f"budget.select.top must be a positive integer (shapes kept per method), got {top!r}")
-    return {"prompts": prompts, "top": top}
+    if offset is not None and not _is_int(offset, 0):
+        raise ConfigError(f"budget.select.offset must be null (the dataset's last prompts) or the index of the first "
+                          f"tuning prompt, an integer >= 0, got {offset!r}")
+    if new_tokens is not None and not _is_int(new_tokens, 1):
+        raise ConfigError(f"budget.select.new_tokens must be null (as sampling.max_new_tokens) or a positive integer "
+                          f"(new tokens per tuning prompt), got {new_tokens!r}")
+    return {"prompts": prompts, "top": top, "offset": offset, "new_tokens": new_tokens}
 
 
-def split_tuning(examples: Sequence[T], num_eval: int | None, num_tune: int) -> tuple[list[T], list[T]]:
-    """(evaluation, tuning): the first `num_eval` examples and the last `num_tune`, which must not overlap."""
-    n_eval = len(examples) - num_tune if num_eval is None else num_eval
-    if n_eval < 1 or n_eval + num_tune > len(examples):
+def split_tuning(examples: Sequence[T], num_eval: int | None, num_tune: int, offset: int | None = None
+                 ) -> tuple[list[T], list[T]]:
+    """(evaluation, tuning): the first `num_eval` examples (default: all before the tuning ones) and `num_tune` from
+    index `offset` (default: the last `num_tune`); the two must not overlap."""
+    if offset is None:
+        n_eval = len(examples) - num_tune if num_eval is None else num_eval
+        if n_eval < 1 or n_eval + num_tune > len(examples):
+            raise ConfigError(
+                f"budget.select.prompts={num_tune} tuning prompts plus dataset.num_prompts={num_eval} evaluation "
+                f"prompts need {n_eval + num_tune} distinct prompts, but the dataset has {len(examples)}: lower one "
+                "of them")
+        return list(examples[:n_eval]), list(examples[len(examples) - num_tune:])
+    n_eval = offset if num_eval is None else num_eval
+    if n_eval < 1 or n_eval > offset or offset + num_tune > len(examples):
         raise ConfigError(
-            f"budget.select.prompts={num_tune} tuning prompts plus dataset.num_prompts={num_eval} evaluation prompts "
-            f"need {n_eval + num_tune} distinct prompts, but the dataset has {len(examples)}: lower one of them")
-    return list(examples[:n_eval]), list(examples[len(examples) - num_tune:])
+            f"budget.select.offset={offset} with prompts={num_tune} takes tuning prompts "
+            f"{offset}..{offset + num_tune - 1} (0-based) of a dataset of {len(examples)}, after "
+            f"dataset.num_prompts={num_eval} evaluation prompts: they must fit in the dataset and start at or after "
+            "the last evaluation prompt")
+    return list(examples[:n_eval]), list(examples[offset:offset + num_tune])
 
 
 def rank_shapes(summaries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -38,7 +38,7 @@ BYTE_VOCAB = 258  # the tiny pairs' byte tokenizer: 256 bytes, BOS and EOS
 MIN_TEMPERATURE = 1e-3
 # torch threads per CPU core beyond which a run only slows down (num_threads=100000 was a MemoryError)
 THREADS_PER_CORE = 4
-SELECT_KEYS = ("prompts", "top")
+SELECT_KEYS = ("prompts", "top", "offset", "new_tokens")
 
 
 def validate_config(conf: dict) -> None:
@@ -124,8 +124,9 @@ def _check_budget(b: Mapping[str, Any]) -> None:
                           "budget=fixed_compute 'budget.shape={num_sequences:2}'")
     select = b.get("select")
     if select is not None and not (isinstance(select, Mapping) and set(select) <= set(SELECT_KEYS)):
-        raise ConfigError(f"budget.select={select!r} must be null or a mapping with prompts (tuning prompts) and "
-                          "top (shapes kept), e.g. 'budget.select={prompts:4,top:1}'")
+        raise ConfigError(f"budget.select={select!r} must be null or a mapping with prompts (tuning prompts), "
+                          "top (shapes kept) and optionally offset and new_tokens, "
+                          "e.g. 'budget.select={prompts:4,top:1}'")
     selection_config(b)
 
 

@@ -96,12 +96,15 @@ def test_no_preset_leaves_the_repository_out_dir_unset():
 
 
 def test_experiment_scripts_exist_for_every_paper_preset():
-    """A hub preset has its own script; the embedded study's presets are all run by experiments/study_embedded.sh."""
+    """A hub preset has its own script; each embedded study's presets are all run by its script
+    (experiments/study_embedded.sh: the first edition; experiments/study_v3.sh: the second)."""
     experiments = Path(CONF).parent / "experiments"
     scripts = {p.stem for p in experiments.glob("fig_*.sh")}
-    study = [p for p in PRESETS if p.startswith("fig_smollm2")]
-    assert {p for p in PRESETS if p.startswith("fig_") and p not in study} == scripts
-    assert study and all(f"experiment={p}" in (experiments / "study_embedded.sh").read_text() for p in study)
+    first = [p for p in PRESETS if p.startswith("fig_smollm2")]
+    second = [p for p in PRESETS if p.startswith("study_v3")]
+    assert {p for p in PRESETS if p.startswith("fig_") and p not in first} == scripts
+    for study, script in ((first, "study_embedded.sh"), (second, "study_v3.sh")):
+        assert study and all(f"experiment={p}" in (experiments / script).read_text() for p in study)
 
 
 def test_the_config_resolves_once_into_a_frozen_typed_object(tmp_path):

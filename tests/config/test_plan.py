@@ -14,8 +14,8 @@ from rsd.models import pairs
 from rsd.models.embedded import ModelUnavailableError
 from rsd.plan import build_plan, compose_jobs, format_plan, main, model_config
 
-PRESETS = sorted(p.stem for p in (CONF / "experiment").glob("fig_*.yaml"))
-EMBEDDED = [p for p in PRESETS if p.startswith("fig_smollm2")]  # the study on the embedded pair: all available
+PRESETS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml") if p.stem != "quickstart")
+EMBEDDED = [p for p in PRESETS if p.startswith(("fig_smollm2", "study_"))]  # the embedded studies: all available
 PAPER = [p for p in PRESETS if p not in EMBEDDED]                 # the paper's hub pairs: missing offline
 ENV = {"HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
        "RSD_GPU_MEMORY_GB": "80"}
@@ -61,6 +61,14 @@ def test_quickstart_plan_says_everything_is_available(capsys):
     assert "available dolly_builtin" in out
     assert "OK: everything needed is available and every pair fits" in out
     assert "token budget: at most 2,976 new tokens" in out  # 21 runs x 3 prompts x 32 tokens
+
+
+def test_with_selection_the_token_budget_counts_tuning_and_evaluation_prompts():
+    base = ["model_pair=tiny_llama", "drafter=spectr", "budget=fixed_compute", "budget.target_tokens=4",
+            "dataset.num_prompts=5", "sampling.max_new_tokens=32"]
+    assert build_plan(base).new_tokens == 3 * 5 * 32  # three K x L shapes, each on the evaluation prompts
+    tuned = build_plan(base + ["budget.select={prompts:2,top:1,new_tokens:8}"])
+    assert sum(tuned.runs.values()) == 3 and tuned.new_tokens == 3 * 2 * 8 + 1 * 5 * 32
 
 
 def test_opt_66b_in_float16_on_one_80gb_gpu_is_refused_with_the_fix():

@@ -250,7 +250,7 @@ def test_huge_budgets_are_counted_not_recursed():
 
 # The paper's hub presets (their RSD-C runs in a second sweep at max_depth=4); the embedded study sets max_depth=5.
 FIXED_COMPUTE = sorted(p.stem for p in (CONF / "experiment").glob("*fixed_compute.yaml")
-                       if not p.stem.startswith("fig_smollm2"))
+                       if not p.stem.startswith(("fig_smollm2", "study_")))
 
 
 @pytest.mark.parametrize("preset", FIXED_COMPUTE)

@@ -26,3 +26,11 @@ def test_the_resolved_dtype_enters_the_run_identity(monkeypatch, flags, want):
 
 def test_cpu_flags_reads_this_machine():
     assert set(hardware.cpu_flags()) <= set(hardware.CPU_FLAGS)
+
+
+def test_run_environment_records_the_cpu_and_the_load_that_timings_depend_on():
+    from rsd.runner import environment
+
+    env = environment()
+    assert env["cpu_flags"] == list(hardware.cpu_flags())
+    assert len(env["load_average"]) == 3 and all(x >= 0 for x in env["load_average"])

@@ -68,3 +68,50 @@ def test_a_tuning_run_held_by_another_process_is_waited_for(tmp_path):
     [summary] = run(cfg)
     assert summary["selection"]["role"] == "eval" and summary["selection"]["candidates"] == 3
     assert (busy / "summary.json").exists()
+
+
+def test_an_offset_takes_the_tuning_prompts_from_that_index_and_refuses_overlap():
+    ev, tune = split_tuning(list(range(10)), 4, 2, offset=5)
+    assert ev == [0, 1, 2, 3] and tune == [5, 6]
+    assert split_tuning(list(range(10)), None, 2, offset=5) == ([0, 1, 2, 3, 4], [5, 6])
+    for num_eval, offset in ((6, 5), (4, 9)):  # overlapping the evaluation prompts; past the dataset's end
+        with pytest.raises(ConfigError, match="budget.select.offset"):
+            split_tuning(list(range(10)), num_eval, 2, offset=offset)
+
+
+@pytest.mark.parametrize("select, key", [("{prompts:2,offset:-1}", "offset"), ("{prompts:2,offset:1.5}", "offset"),
+                                         ("{prompts:2,new_tokens:0}", "new_tokens"),
+                                         ("{prompts:2,new_tokens:true}", "new_tokens")])
+def test_bad_selection_options_are_one_line_errors(select, key):
+    from rsd.config import resolve_config
+
+    cfg = compose_cfg("model_pair=tiny_llama", "drafter=spectr", "budget=fixed_compute", "budget.target_tokens=4",
+                      f"budget.select={select}")
+    with pytest.raises(ConfigError, match=f"budget.select.{key} must be"):
+        resolve_config(cfg)
+
+
+def test_tuning_runs_decode_new_tokens_on_the_prompts_at_offset(tmp_path):
+    cfg = compose_cfg("model_pair=tiny_llama", f"out_dir={tmp_path}", "sampling.max_new_tokens=6",
+                      "dataset.num_prompts=2", "drafter=spectr", "budget=fixed_compute", "budget.target_tokens=4",
+                      "budget.select={prompts:2,top:1,offset:10,new_tokens:3}")
+    [summary] = run(cfg)
+    tuned = [json.loads(p.read_text()) for p in (tmp_path / "tuning").rglob("summary.json")]
+    assert len(tuned) == 3 and all(s["prompt_ids"] == ["dolly-11", "dolly-12"] for s in tuned)
+    assert all(s["sampling"]["max_new_tokens"] == 3 for s in tuned)
+    lengths = [json.loads(line)["new_tokens"] for p in (tmp_path / "tuning").rglob("records.jsonl")
+               for line in p.read_text().splitlines()]
+    assert max(lengths) == 3 and len(lengths) == 6
+    assert summary["sampling"]["max_new_tokens"] == 6 and summary["prompt_ids"] == ["dolly-01", "dolly-02"]
+    assert summary["selection"]["prompts"] == ["dolly-11", "dolly-12"]
+
+
+def test_the_offset_is_not_part_of_an_evaluation_runs_identity(tmp_path):
+    """A preset that pins where its tuning prompts sit (so a grown dataset keeps them) keeps its runs' directories."""
+    from rsd.runner import plan_runs
+
+    base = ("model_pair=tiny_llama", f"out_dir={tmp_path}", "drafter=spectr", "budget=fixed_compute",
+            "budget.target_tokens=4")
+    dirs = [[p.run_dir for p in plan_runs(compose_cfg(*base, f"budget.select={sel}"))]
+            for sel in ("{prompts:4,top:1}", "{prompts:4,top:1,offset:44}")]
+    assert dirs[0] == dirs[1]

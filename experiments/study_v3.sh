@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The second study on the embedded pair (docs/results/README.md): draft v3 in the dtype `auto` picks (bfloat16 on a
+# CPU with AVX512-BF16). Stages, in order (RSD_STAGES picks some, e.g. RSD_STAGES="fixed_length report"):
+#   fixed_length   L = 2..5, every built-in method + AR + PLD, T = 1, the three built-in sets, 48 prompts each
+#   fixed_compute  B = 6..30, depth <= 5, shapes selected on 8 tuning prompts per set (16 new tokens each)
+#   temperature    the fixed-length grid at T = 0.6 on the Dolly-style set
+#   dial           the acceptance dial, a = 0..0.9, at L = 4 and at B = 14 with the shapes fixed_compute selected
+#   report         docs/results/embedded-v3 and its records archive
+# Every sweep is resumable: rerun to continue. RSD_WORKERS processes (default 2, one torch thread each) share each
+# sweep through the run locks. Extra arguments go to every sweep. The finished runs' records ship in
+# docs/results/embedded-v3/runs.tar.gz: `mkdir -p results/study && tar xzf docs/results/embedded-v3/runs.tar.gz -C
+# results/study` restores them, so a rerun decodes only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+workers=${RSD_WORKERS:-2}
+stages=${RSD_STAGES:-fixed_length fixed_compute temperature dial report}
+out=results/study/embedded-v3
+
+worker() { python run.py -m "$@"; }
+
+sweep() {
+  local pids=()
+  for _ in $(seq "$workers"); do
+    worker "$@" &
+    pids+=($!)
+    sleep 5  # staggered, so the workers start on different runs
+  done
+  for pid in "${pids[@]}"; do wait "$pid"; done
+}
+
+# The shape fixed_compute selected for each tree method at B = 14 on the Dolly-style set, as `method shape` lines.
+selected_at_b14() {
+  python - "$out" <<'PY'
+import json, sys
+from pathlib import Path
+for path in sorted(Path(sys.argv[1]).glob("smollm2/dolly_builtin/T1-*/B14/*/summary.json")):
+    s = json.loads(path.read_text())
+    if s.get("complete") and (s.get("selection") or {}).get("role") == "eval" and s["config"]["model_pair"].get("mix") is None:
+        shape = ",".join(f"{k}:[{','.join(map(str, v))}]" if isinstance(v, list) else f"{k}:{v}"
+                         for k, v in s["shape"].items())
+        print(s["method"], "{" + shape + "}")
+PY
+}
+
+for stage in $stages; do
+  case "$stage" in
+    fixed_length)
+      for dataset in dolly_builtin xsum_builtin wmt_builtin; do
+        sweep experiment=study_v3_fixed_length dataset="$dataset" "$@"
+      done ;;
+    fixed_compute)
+      for dataset in dolly_builtin xsum_builtin wmt_builtin; do
+        sweep experiment=study_v3_fixed_compute dataset="$dataset" "$@"
+      done ;;
+    temperature)
+      sweep experiment=study_v3_fixed_length dataset=dolly_builtin sampling.temperature=0.6 "$@" ;;
+    dial)
+      sweep experiment=study_v3_dial "$@"
+      selected=$(selected_at_b14)
+      [ -n "$selected" ] || { echo "dial at B = 14: run the fixed_compute stage first (no selected shapes)" >&2; exit 1; }
+      while read -r method shape; do
+        sweep experiment=study_v3_dial budget=fixed_compute budget.target_tokens=14 drafter="$method" \
+          "budget.shape=$shape" "$@"
+      done <<< "$selected" ;;
+    report)
+      python -m analysis.report "$out" --out docs/results/embedded-v3 --compact
+      tar czf docs/results/embedded-v3/runs.tar.gz --exclude='*.lock' --exclude='.hydra' -C results/study embedded-v3 ;;
+    *) echo "unknown stage '$stage' (RSD_STAGES): use fixed_length, fixed_compute, temperature, dial, report" >&2
+       exit 2 ;;
+  esac
+done
