@@ -40,7 +40,7 @@ def main() -> None:
     torch.manual_seed(0)
     pooled: list[tuple[float, float, int]] = []
     for name in ("xsum_builtin", "wmt_builtin", "dolly_builtin"):
-        rows = [(acc[0], acc[1], n) for acc, _, n in
+        rows = [(acc[0], acc[1], n) for acc, _, n, _ in
                 answer_acceptance(tok, target, drafts, load_builtin(name)[:args.prompts], args.max_new)]
         pooled += rows
         report(name, rows)

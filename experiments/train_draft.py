@@ -654,9 +654,11 @@ def acceptance(model, items: list[dict], max_len: int, pad_id: int) -> float:
 
 
 @torch.inference_mode()
-def answer_acceptance(tok, target, drafts: list, examples: list, max_new: int) -> list[tuple[list, list, int]]:
+def answer_acceptance(tok, target, drafts: list, examples: list, max_new: int
+                      ) -> list[tuple[list, list, int, list]]:
     """The target answers each example once at temperature 1; per answer: each draft's summed acceptance
-    sum_x min(p, q) over the answer tokens, its greedy agreements (argmax p == argmax q), and the token count."""
+    sum_x min(p, q) over the answer tokens, its greedy agreements (argmax p == argmax q), the token count, and the
+    summed target mass on the tokens the draft can propose (p > 0: a trimmed head's coverage, a bound on acceptance)."""
     stop = tok.convert_tokens_to_ids("<|im_end|>")
     rows = []
     for r in sample_batch(target, [chat_prompt(tok, ex.prompt) for ex in examples], max_new, stop, tok.pad_token_id):
@@ -665,7 +667,8 @@ def answer_acceptance(tok, target, drafts: list, examples: list, max_new: int) -
         q = torch.softmax(target(input_ids=seq).logits[0, start:-1].float(), -1)
         ps = [torch.softmax(d(input_ids=seq).logits[0, start:-1].float(), -1) for d in drafts]
         rows.append(([torch.minimum(p, q).sum().item() for p in ps],
-                     [(p.argmax(-1) == q.argmax(-1)).sum().item() for p in ps], len(q)))
+                     [(p.argmax(-1) == q.argmax(-1)).sum().item() for p in ps], len(q),
+                     [q[p > 0].sum().item() for p in ps]))
     return rows
 
 
@@ -684,9 +687,9 @@ def stage_eval(draft_dir: Path, n_per_set: int, max_new: int) -> dict:
     report = {}
     for name in ("xsum_builtin", "wmt_builtin", "dolly_builtin"):
         rows = answer_acceptance(tok, target, [draft], load_builtin(name)[:n_per_set], max_new)
-        count = sum(n for _, _, n in rows)
-        report[name] = {"acceptance_t1": sum(a[0] for a, _, _ in rows) / count,
-                        "greedy_agreement": sum(g[0] for _, g, _ in rows) / count, "tokens": count}
+        count = sum(n for _, _, n, _ in rows)
+        report[name] = {"acceptance_t1": sum(a[0] for a, _, _, _ in rows) / count,
+                        "greedy_agreement": sum(g[0] for _, g, _, _ in rows) / count, "tokens": count}
         print(name, report[name], flush=True)
     total = sum(v["tokens"] for v in report.values())
     report["all"] = {k: sum(v[k] * v["tokens"] for v in report.values()) / total
