@@ -4,7 +4,8 @@
 #   fixed_length   L = 2..5, every built-in method + AR + PLD, T = 1, the three built-in sets, 48 prompts each
 #   fixed_compute  B = 6..30, depth <= 5, shapes selected on 8 tuning prompts per set (16 new tokens each)
 #   temperature    the fixed-length grid at T = 0.6 on the Dolly-style set
-#   dial           the acceptance dial, a = 0..0.9, at L = 4 and at B = 14 with the shapes fixed_compute selected
+#   dial           the acceptance dial, a = 0..0.9, at L = 4 and at B = 14 (the tree methods with the shapes
+#                  fixed_compute selected on the Dolly-style set; SD, the baseline of the dial's figure, as L = 14)
 #   report         docs/results/embedded-v3 and its records archive
 # Every sweep is resumable: rerun to continue. RSD_WORKERS processes (default 2, one torch thread each) share each
 # sweep through the run locks. Extra arguments go to every sweep. The finished runs' records ship in
@@ -58,6 +59,7 @@ for stage in $stages; do
       sweep experiment=study_v3_dial "$@"
       selected=$(selected_at_b14)
       [ -n "$selected" ] || { echo "dial at B = 14: run the fixed_compute stage first (no selected shapes)" >&2; exit 1; }
+      sweep experiment=study_v3_dial budget=fixed_compute budget.target_tokens=14 drafter=sd "$@"  # the chain L = 14
       while read -r method shape; do
         sweep experiment=study_v3_dial budget=fixed_compute budget.target_tokens=14 drafter="$method" \
           "budget.shape=$shape" "$@"
