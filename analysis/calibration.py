@@ -28,7 +28,7 @@ from scipy import stats
 from analysis.load import completed, find_run_dirs, read_jsonl
 from rsd.data import load_examples
 from rsd.models.pairs import ModelPair, load_pair
-from rsd.runner import prepare_prompts
+from rsd.prompts import prepare_prompts
 from rsd.sampling import SamplingParams, probs_from_logits
 
 FALSE_ALARM = 1e-3

@@ -1,6 +1,6 @@
 """Load run directories into tidy tables: one row per run, one per prompt, one per verification step.
 
-Run-level metrics come from each run's summary.json (written by rsd.runner.execute); per-prompt metrics are computed
+Run-level metrics come from each run's summary.json (written by rsd.execute.execute); per-prompt metrics are computed
 from records.jsonl with the same definitions (rsd.metrics, docs/algorithms.md#metrics). Ratios are to the AR run with
 the same model pair, dtype, dataset, sampling settings and seed; per-prompt ratios divide a prompt's value by that AR
 run's value. Fields added by later versions of the runner (`expected_emitted`, `decode_token_rate`, `decode_s`,

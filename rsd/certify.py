@@ -537,7 +537,7 @@ def compose_drafters(overrides: list[str]) -> list[tuple[str, Drafter]]:
     from hydra.errors import HydraException
 
     from rsd.errors import ConfigError
-    from rsd.runner import plan_runs
+    from rsd.runs import plan_runs
 
     defaults = ["model_pair=tiny_llama", "budget.draft_length=2"]
     try:

@@ -131,7 +131,7 @@ class RunConfig:
 
     def identity(self, shape: Mapping[str, Any], uses_draft: bool, inputs: Mapping[str, Any] | None = None) -> dict:
         """The part of the config that determines a run's results, with the concrete shape and `inputs`
-        (rsd.runner.run_inputs) filled in. A method without a draft (AR) does not depend on the budget, so one AR run
+        (rsd.runs.run_inputs) filled in. A method without a draft (AR) does not depend on the budget, so one AR run
         serves every budget of a sweep."""
         cfg = copy.deepcopy(dict(self.resolved))
         ident = {k: v for k, v in cfg.items() if k not in NON_IDENTITY_KEYS}

@@ -17,7 +17,7 @@ from rsd.registry import LOGGERS, lookup
 
 
 class RunInfo(Protocol):
-    """What a logger needs to know about the run it logs (rsd.runner.RunPlan provides it)."""
+    """What a logger needs to know about the run it logs (rsd.runs.RunPlan provides it)."""
 
     run_dir: Path
     identity: dict

@@ -321,7 +321,7 @@ def build_plan(overrides: list[str], launcher: Mapping[str, Any] | None = None,
     `launcher` (the launcher config the jobs get; by default the one the overrides compose), models and datasets.
     A check named in `skip` (see SKIPPABLE) is still printed but refuses nothing."""
     from rsd.data import dataset_status
-    from rsd.runner import plan_runs
+    from rsd.runs import plan_runs
 
     overrides = [o for o in overrides if o not in ("-m", "--multirun", "--plan")]
     jobs, confs, hydra_cfg = compose_jobs(overrides)

@@ -46,7 +46,7 @@ def record(pid: str, accepted: list[int], wall: float, score: float, drafts_per_
 def write_run(root: Path, name: str, method: str, shape: dict, tag: str, budget: str | None, x: int | None,
               records: list[dict], accuracy: float, sampling: dict = HOT, complete: bool = True,
               extra: dict | None = None, pair: dict | None = None, draft_params: int = DRAFT) -> Path:
-    """A run directory as rsd.runner.execute leaves it (summary.json only if `complete`; `extra` joins the summary;
+    """A run directory as rsd.execute.execute leaves it (summary.json only if `complete`; `extra` joins the summary;
     `pair`: the config's model_pair, named in the summary, default pairA without one; AR has 0 draft params)."""
     run_dir = root / name
     run_dir.mkdir(parents=True)

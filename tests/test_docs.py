@@ -13,7 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from helpers import CONF, ROOT, compose_cfg, representative_jobs
-from rsd.runner import plan_runs
+from rsd.runs import plan_runs
 from rsd.sweep import expand_jobs
 
 # The repository's own top-level directories: a path under one of them, named in conf/, must exist.

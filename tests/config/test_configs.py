@@ -8,7 +8,7 @@ import pytest
 from helpers import CONF, compose_cfg, representative_jobs
 from rsd.budgets import Budget, InfeasibleBudgetError, select_shapes
 from rsd.drafters import RSDC, RSDS, SD, SpecInfer, SpecTr
-from rsd.runner import plan_runs
+from rsd.runs import plan_runs
 from rsd.sweep import expand_jobs
 
 GROUPS = ["model_pair", "dataset", "drafter", "budget", "sampling", "logger"]

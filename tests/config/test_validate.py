@@ -30,7 +30,7 @@ from rsd.budgets import (
 from rsd.errors import ConfigError
 from rsd.logger import wandb_mode
 from rsd.models import embedded, pairs
-from rsd.runner import plan_runs
+from rsd.runs import plan_runs
 from rsd.sweep import expand_jobs
 
 READ_ONLY = "/proc/rsd-results"  # not writable even by root

@@ -8,8 +8,8 @@ import datasets
 import pytest
 
 from helpers import compose_cfg
+from rsd.config import to_dict
 from rsd.data import BUILTIN_DIR, DatasetError, dataset_status, load_examples, read_jsonl
-from rsd.runner import to_dict
 
 XSUM = [{"document": f"Article {i} about the harbour.\nSecond line {i}.", "summary": f"Summary {i}.",
          "id": str(30000000 + 7 * i)} for i in range(6)]

@@ -12,7 +12,8 @@ from rsd.drafters import SD
 from rsd.engine import Engine, VerifierContractError
 from rsd.errors import ConfigError
 from rsd.exact_engine import ContextTables, TableLM
-from rsd.runner import plan_runs, run
+from rsd.runner import run
+from rsd.runs import plan_runs
 from rsd.sampling import SamplingParams
 from rsd.tree import DraftTree
 from rsd.verify.base import get_verifier

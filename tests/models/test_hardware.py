@@ -29,7 +29,7 @@ def test_cpu_flags_reads_this_machine():
 
 
 def test_run_environment_records_the_cpu_and_the_load_that_timings_depend_on():
-    from rsd.runner import environment
+    from rsd.execute import environment
 
     env = environment()
     assert env["cpu_flags"] == list(hardware.cpu_flags())

@@ -16,7 +16,9 @@ from rsd.data import DatasetError
 from rsd.errors import ConfigError
 from rsd.models.embedded import ModelUnavailableError
 from rsd.models.pairs import TokenizerMismatchError, check_same_vocabulary
-from rsd.runner import PromptTooLongError, plan_runs, run
+from rsd.prompts import PromptTooLongError
+from rsd.runner import run
+from rsd.runs import plan_runs
 
 RECORD_KEYS = {"prompt_id", "new_token_ids", "text", "new_tokens", "target_calls", "draft_calls", "accepted_lengths",
                "wall_s", "tokens_verified", "time_draft_s", "time_target_s", "time_other_s"}

@@ -52,8 +52,9 @@ def test_only_the_shape_ranked_best_on_tuning_prompts_runs_on_the_evaluation_pro
 def test_a_tuning_run_held_by_another_process_is_waited_for(tmp_path):
     """Two workers on one selection job: the one that finds a tuning run busy waits for it, then still runs the
     evaluation (giving up would leave the job without its evaluation run when both workers give up)."""
+    from rsd.config import to_dict
     from rsd.data import load_examples
-    from rsd.runner import plan_runs, run_inputs, to_dict
+    from rsd.runs import plan_runs, run_inputs
     from rsd.store import RunLock
 
     cfg = compose_cfg("model_pair=tiny_llama", f"out_dir={tmp_path}", "sampling.max_new_tokens=6",
@@ -108,7 +109,7 @@ def test_tuning_runs_decode_new_tokens_on_the_prompts_at_offset(tmp_path):
 
 def test_the_offset_is_not_part_of_an_evaluation_runs_identity(tmp_path):
     """A preset that pins where its tuning prompts sit (so a grown dataset keeps them) keeps its runs' directories."""
-    from rsd.runner import plan_runs
+    from rsd.runs import plan_runs
 
     base = ("model_pair=tiny_llama", f"out_dir={tmp_path}", "drafter=spectr", "budget=fixed_compute",
             "budget.target_tokens=4")

@@ -13,12 +13,16 @@ from pathlib import Path
 
 import pytest
 
+import rsd.execute
 import rsd.runner
 from helpers import ROOT, compose_cfg, record
+from rsd.config import to_dict
 from rsd.data import load_examples
 from rsd.errors import ConfigError
 from rsd.models.pairs import ByteTokenizer, encode_prompt, load_pair_tokenizer
-from rsd.runner import plan_runs, prepare_prompts, run, run_dir_for, run_inputs, to_dict
+from rsd.prompts import prepare_prompts
+from rsd.runner import run
+from rsd.runs import plan_runs, run_dir_for, run_inputs
 from rsd.store import RunLock, complete_summary, model_files_fingerprint, safe_component, scan_records
 
 TINY = ["model_pair=tiny_llama", "dataset=xsum_builtin", "dataset.num_prompts=4", "sampling.max_new_tokens=8"]
@@ -199,8 +203,8 @@ def test_corruption_is_reported_and_repaired(kind, reference_run, tmp_path, caps
         damage(lines)
         (run_dir / "records.jsonl").write_text("".join(lines))
     decoded = []
-    real_decode = rsd.runner.decode_prompt
-    monkeypatch.setattr(rsd.runner, "decode_prompt", lambda *a, **k: decoded.append(a[2].id) or real_decode(*a, **k))
+    real_decode = rsd.execute.decode_prompt
+    monkeypatch.setattr(rsd.execute, "decode_prompt", lambda *a, **k: decoded.append(a[2].id) or real_decode(*a, **k))
 
     [summary] = run(compose_cfg(*TINY, "drafter=sd", f"out_dir={out}"))
     err = capsys.readouterr().err
@@ -221,7 +225,7 @@ def test_a_summary_edited_by_hand_is_not_done_already(reference_run, tmp_path, c
     path = out / rel / "summary.json"
     want = json.loads(path.read_text())
     path.write_text(json.dumps({**want, "block_efficiency": 9.99}))
-    monkeypatch.setattr(rsd.runner, "decode_prompt", lambda *a, **k: pytest.fail("every record is valid"))
+    monkeypatch.setattr(rsd.execute, "decode_prompt", lambda *a, **k: pytest.fail("every record is valid"))
     [summary] = run(compose_cfg(*TINY, "drafter=sd", f"out_dir={out}"))
     captured = capsys.readouterr()
     assert "done already" not in captured.out and f"{path}:1: block_efficiency=9.99 disagrees" in captured.err

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, compose_cfg
-from rsd.runner import read_records, run
+from rsd.runner import run
+from rsd.store import read_records
 
 TIMING_KEYS = {"wall_s", "time_draft_s", "time_target_s", "time_other_s", "ttft_s", "decode_s", "decode_token_rate",
                "peak_gpu_memory_gb"}

@@ -24,7 +24,7 @@ from rsd.oracles import (
     tree_law_error,
 )
 from rsd.rules import NodeLaw, get_rule, verify_node
-from rsd.runner import plan_runs
+from rsd.runs import plan_runs
 from rsd.verify import RandomCoins, get_verifier, verifier_for
 from rsd.verify.block import Block
 from rsd.verify.traversal import Traversal
