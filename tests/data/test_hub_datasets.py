@@ -10,6 +10,7 @@ import pytest
 from helpers import compose_cfg
 from rsd.config import to_dict
 from rsd.data import BUILTIN_DIR, DatasetError, dataset_status, load_examples, read_jsonl
+from rsd.selection import split_tuning
 
 XSUM = [{"document": f"Article {i} about the harbour.\nSecond line {i}.", "summary": f"Summary {i}.",
          "id": str(30000000 + 7 * i)} for i in range(6)]
@@ -119,8 +120,9 @@ def test_num_prompts_larger_than_the_dataset_says_how_many_exist(tmp_path):
     write_parquet(XSUM, tmp_path / "x" / "test.parquet")
     with pytest.raises(DatasetError, match=r"dataset.num_prompts=7, but .* has only 6 prompts"):
         load_examples(dataset_cfg("xsum", tmp_path / "x", "dataset.num_prompts=7"))
-    with pytest.raises(DatasetError, match="has only 48 prompts"):
-        load_examples(to_dict(compose_cfg("dataset=wmt_builtin", "dataset.num_prompts=49").dataset))
+    total = len(read_jsonl(BUILTIN_DIR / "wmt.jsonl"))
+    with pytest.raises(DatasetError, match=f"has only {total} prompts"):
+        load_examples(to_dict(compose_cfg("dataset=wmt_builtin", f"dataset.num_prompts={total + 1}").dataset))
 
 
 def test_missing_local_copy_and_missing_hub_dataset_say_what_to_do(tmp_path):
@@ -160,6 +162,17 @@ def test_hub_reference_field_that_is_not_a_string(tmp_path):
     with pytest.raises(DatasetError, match="reference field 'translation' holds a dict, not a string"):
         load_examples(dataset_cfg("wmt", tmp_path / "w", "dataset.reference_field=translation",
                                   "dataset.num_prompts=5"))
+
+
+def test_builtin_sets_hold_48_evaluation_prompts_and_8_disjoint_tuning_prompts():
+    """Each built-in file: ids `<set>-01`, `<set>-02`, ... in file order, one key order for every row, and room for
+    the study's split (48 evaluation prompts, 8 tuning prompts from the end) with no prompt text in both."""
+    for name in ("dolly", "xsum", "wmt"):
+        rows = read_jsonl(BUILTIN_DIR / f"{name}.jsonl")
+        assert [r["id"] for r in rows] == [f"{name}-{i:02d}" for i in range(1, len(rows) + 1)]
+        assert all(list(r) == list(rows[0]) for r in rows)
+        evaluation, tuning = split_tuning(load_examples({"name": f"{name}_builtin", "num_prompts": None}), 48, 8)
+        assert {ex.prompt for ex in tuning}.isdisjoint(ex.prompt for ex in evaluation)
 
 
 def test_builtin_rows_round_trip_through_the_hub_path(tmp_path):

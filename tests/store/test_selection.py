@@ -7,6 +7,7 @@ import pytest
 
 import rsd.runner
 from helpers import compose_cfg
+from rsd.data import load_builtin
 from rsd.errors import ConfigError
 from rsd.runner import run
 from rsd.selection import rank_shapes, split_tuning
@@ -31,14 +32,14 @@ def test_only_the_shape_ranked_best_on_tuning_prompts_runs_on_the_evaluation_pro
                       "budget.select={prompts:2,top:1}")
     [summary] = run(cfg)
     tuned = [json.loads(p.read_text()) for p in (tmp_path / "tuning").rglob("summary.json")]
-    tune_ids = ["dolly-47", "dolly-48"]
+    tune_ids = [ex.id for ex in load_builtin("dolly_builtin")[-2:]]
     assert len(tuned) == 3 and all(s["selection"] == {"role": "tune", "prompts": tune_ids} for s in tuned)
-    assert all(s["prompt_ids"] == ["dolly-47", "dolly-48"] for s in tuned)
+    assert all(s["prompt_ids"] == tune_ids for s in tuned)
     best = rank_shapes(tuned)[0]
     assert summary["shape_tag"] == best["shape_tag"]
     assert summary["prompt_ids"] == ["dolly-01", "dolly-02", "dolly-03"]
     assert summary["selection"]["role"] == "eval" and summary["selection"]["candidates"] == 3
-    assert summary["selection"]["prompts"] == ["dolly-47", "dolly-48"] and summary["selection"]["rank"] == 1
+    assert summary["selection"]["prompts"] == tune_ids and summary["selection"]["rank"] == 1
 
     def no_load(*args, **kwargs):
         raise AssertionError("a finished selection must not load any model")
