@@ -8,21 +8,12 @@
 # a rerun resumes where they stop instead of decoding them again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-workers=${RSD_WORKERS:-2}
 
 # The first study ran with draft v1 in float32 under the pair name smollm2: these overrides give its run
-# directories exactly (the default pair now has draft v2).
+# directories exactly (the default pair now has draft v3).
 worker() { python run.py -m model_pair=smollm2_v1 model_pair.name=smollm2 "$@"; }
 
-sweep() {
-  local pids=()
-  for _ in $(seq "$workers"); do
-    worker "$@" &
-    pids+=($!)
-    sleep 5  # staggered, so the workers start on different runs
-  done
-  for pid in "${pids[@]}"; do wait "$pid"; done
-}
+source experiments/sweep_workers.sh
 
 for dataset in dolly_builtin xsum_builtin wmt_builtin; do
   sweep experiment=fig_smollm2_fixed_length dataset="$dataset" "$@"

@@ -13,21 +13,12 @@
 # results/study` restores them, so a rerun decodes only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-workers=${RSD_WORKERS:-2}
 stages=${RSD_STAGES:-fixed_length fixed_compute temperature dial report}
 out=results/study/embedded-v3
 
 worker() { python run.py -m "$@"; }
 
-sweep() {
-  local pids=()
-  for _ in $(seq "$workers"); do
-    worker "$@" &
-    pids+=($!)
-    sleep 5  # staggered, so the workers start on different runs
-  done
-  for pid in "${pids[@]}"; do wait "$pid"; done
-}
+source experiments/sweep_workers.sh
 
 # The shape fixed_compute selected for each tree method at B = 14 on the Dolly-style set, as `method shape` lines.
 selected_at_b14() {
