@@ -6,14 +6,16 @@
 #   temperature    the fixed-length grid at T = 0.6 on the Dolly-style set
 #   dial           the acceptance dial, a = 0..0.9, at L = 4 and at B = 14 (the tree methods with the shapes
 #                  fixed_compute selected on the Dolly-style set; SD, the baseline of the dial's figure, as L = 14)
-#   report         docs/results/embedded-v3 and its records archive
+#   rates          token rates: the fixed-length grid again on the first 16 prompts of each set, in one process
+#                  on an otherwise idle machine (its own out_dir; run it alone and note `uptime`)
+#   report         docs/results/embedded-v3 (and embedded-v3/rates) and the records archive
 # Every sweep is resumable: rerun to continue. RSD_WORKERS processes (default 2, one torch thread each) share each
 # sweep through the run locks. Extra arguments go to every sweep. The finished runs' records ship in
 # docs/results/embedded-v3/runs.tar.gz: `mkdir -p results/study && tar xzf docs/results/embedded-v3/runs.tar.gz -C
 # results/study` restores them, so a rerun decodes only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-stages=${RSD_STAGES:-fixed_length fixed_compute temperature dial report}
+stages=${RSD_STAGES:-fixed_length fixed_compute temperature dial rates report}
 out=results/study/embedded-v3
 
 worker() { python run.py -m "$@"; }
@@ -55,10 +57,19 @@ for stage in $stages; do
         sweep experiment=study_v3_dial budget=fixed_compute budget.target_tokens=14 drafter="$method" \
           "budget.shape=$shape" "$@"
       done <<< "$selected" ;;
+    rates)
+      uptime
+      for dataset in dolly_builtin xsum_builtin wmt_builtin; do
+        RSD_WORKERS=1 sweep experiment=study_v3_fixed_length dataset="$dataset" dataset.num_prompts=16 \
+          out_dir="$out-rates" "$@"
+      done
+      uptime ;;
     report)
       python -m analysis.report "$out" --out docs/results/embedded-v3 --compact
-      tar czf docs/results/embedded-v3/runs.tar.gz --exclude='*.lock' --exclude='.hydra' -C results/study embedded-v3 ;;
-    *) echo "unknown stage '$stage' (RSD_STAGES): use fixed_length, fixed_compute, temperature, dial, report" >&2
+      [ ! -d "$out-rates" ] || python -m analysis.report "$out-rates" --out docs/results/embedded-v3/rates --compact
+      tar czf docs/results/embedded-v3/runs.tar.gz --exclude='*.lock' --exclude='.hydra' -C results/study \
+        $(cd results/study && ls -d embedded-v3 embedded-v3-rates 2>/dev/null) ;;
+    *) echo "unknown stage '$stage' (RSD_STAGES): use fixed_length, fixed_compute, temperature, dial, rates, report" >&2
        exit 2 ;;
   esac
 done

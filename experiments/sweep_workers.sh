@@ -1,11 +1,9 @@
 # Sourced by the study scripts (not run): `sweep ARGS...` starts RSD_WORKERS (default 2) copies of the caller's
 # `worker ARGS...`, staggered so they start on different runs, and waits for all of them. The workers share the
 # sweep through the run locks (rsd.store): a run one holds is skipped by the others.
-workers=${RSD_WORKERS:-2}
-
 sweep() {
   local pids=()
-  for _ in $(seq "$workers"); do
+  for _ in $(seq "${RSD_WORKERS:-2}"); do
     worker "$@" &
     pids+=($!)
     sleep 5
