@@ -138,15 +138,17 @@ def node_output_law(rule: str | NodeRule, q: torch.Tensor, p: torch.Tensor, m: i
     return law
 
 
-def expected_accepted(tree: DraftTree, q: torch.Tensor) -> float:
-    """E[accepted depth | tree] for one walk over the tree (no EOS): the walk's exact expected yield minus one."""
-    return Walk().expected_yield(tree, q, frozenset()) - 1.0
+def expected_accepted(tree: DraftTree, q: torch.Tensor, rule: str | NodeRule) -> float:
+    """E[accepted depth | tree] for one walk over the tree with `rule` (no EOS): the walk's exact expected yield
+    minus one."""
+    return Walk().expected_yield(tree, q, frozenset(), rule) - 1.0
 
 
-def enumerated_yield(verifier: Verifier, tree: DraftTree, q: torch.Tensor, eos: frozenset[int] = frozenset()
-                     ) -> float:
+def enumerated_yield(verifier: Verifier, tree: DraftTree, q: torch.Tensor, rule: str | NodeRule,
+                     eos: frozenset[int] = frozenset()) -> float:
     """E[tokens emitted] on a fixed tree by enumerating every coin of `verifier.verify` (the check of §10)."""
-    return sum(w * len(out) for out, w in enumerate_outcomes(lambda coins: verifier.verify(tree, q, coins, eos)[1]))
+    return sum(w * len(out) for out, w in
+               enumerate_outcomes(lambda coins: verifier.verify(tree, q, coins, eos, rule)[1]))
 
 
 # --- Tree-level exact enumeration (docs/algorithms.md#oracles): drafting and verification on a tiny vocabulary ---
@@ -204,19 +206,18 @@ def _expand(tree: DraftTree, laws: PrefixLaws, v: int) -> torch.Tensor:
     return tree.draft_probs[v]
 
 
-def draft_chain(laws: PrefixLaws, coins: Coins, length: int, rule: str | NodeRule = "sd") -> DraftTree:
+def draft_chain(laws: PrefixLaws, coins: Coins, length: int) -> DraftTree:
     """The SD chain: x_i ~ p(.|x_<i)."""
-    tree, v = DraftTree.with_root(0, rule), 0
+    tree, v = DraftTree.with_root(0), 0
     for _ in range(length):
         v = tree.add_candidate(v, coins.draw(_expand(tree, laws, v)))
     return tree
 
 
-def draft_without_replacement(laws: PrefixLaws, coins: Coins, branching: list[int], rule: str | NodeRule = "rsd"
-                              ) -> DraftTree:
+def draft_without_replacement(laws: PrefixLaws, coins: Coins, branching: list[int]) -> DraftTree:
     """The RSD-C tree: b_l children per node by sequential draws without replacement, in draw order (the law of
     Gumbel-top-k); fewer where p has fewer tokens."""
-    tree, frontier = DraftTree.with_root(0, rule), [0]
+    tree, frontier = DraftTree.with_root(0), [0]
     for b in branching:
         nxt = []
         for v in frontier:
@@ -231,11 +232,10 @@ def draft_without_replacement(laws: PrefixLaws, coins: Coins, branching: list[in
     return tree
 
 
-def draft_iid_trie(laws: PrefixLaws, coins: Coins, k: int, length: int, rule: str | NodeRule = "specinfer",
-                   merge: bool = True) -> DraftTree:
+def draft_iid_trie(laws: PrefixLaws, coins: Coins, k: int, length: int, merge: bool = True) -> DraftTree:
     """K i.i.d. paths of length L; merged into a trie (siblings in first-appearance order, repeats kept as
     candidates) or, with merge=False, kept as separate siblings even when their tokens repeat."""
-    tree, at = DraftTree.with_root(0, rule), [0] * k
+    tree, at = DraftTree.with_root(0), [0] * k
     for _ in range(length):
         for v in list(dict.fromkeys(at)):
             p = _expand(tree, laws, v)
@@ -265,14 +265,15 @@ def complete_law(partial: dict[tuple[int, ...], float], laws: PrefixLaws, length
 
 
 def tree_law_error(verifier: Verifier, laws: PrefixLaws, draft: Callable[[PrefixLaws, Coins], DraftTree],
-                   length: int, eos: frozenset[int] = frozenset()) -> float:
-    """Total-variation distance between (draft a tree, verify it with the verifier's own code, complete the emitted
-    tokens with target samples to `length`) and the target's joint law of `length` tokens, enumerated exactly."""
+                   length: int, rule: str | NodeRule, eos: frozenset[int] = frozenset()) -> float:
+    """Total-variation distance between (draft a tree, verify it with the verifier's own code and node rule `rule`,
+    complete the emitted tokens with target samples to `length`) and the target's joint law of `length` tokens,
+    enumerated exactly."""
 
     emitted: dict[tuple[int, ...], float] = {}
     for tree, w_tree in enumerate_outcomes(lambda coins: draft(laws, coins)):
         q = target_rows(tree, laws)
-        for out, w in enumerate_outcomes(lambda coins, tree=tree, q=q: verifier.verify(tree, q, coins, eos)[1]):
+        for out, w in enumerate_outcomes(lambda coins, tree=tree, q=q: verifier.verify(tree, q, coins, eos, rule)[1]):
             emitted[tuple(out)] = emitted.get(tuple(out), 0.0) + w_tree * w
     got = complete_law(emitted, laws, length, eos)
     want = complete_law({(): 1.0}, laws, length, eos)

@@ -101,7 +101,7 @@ VOCAB = 64
 
 def branching_tree(root: int) -> DraftTree:
     """Depth 3, branching (3, 2, 1) with some repeated tokens across branches."""
-    tree = DraftTree.with_root(root, "rsd")
+    tree = DraftTree.with_root(root)
     gen = torch.Generator().manual_seed(1)
     level = [0]
     for b in (3, 2, 1):
@@ -142,15 +142,16 @@ def representative_jobs(jobs: list[list[str]]) -> list[list[str]]:
     return list(chosen.values())
 
 
-def expected_yields(tree: DraftTree, q: torch.Tensor, specs: tuple[str, ...] = ("walk", "block", "traversal"),
-                    eos: frozenset[int] = frozenset()) -> dict[str, float]:
+def expected_yields(tree: DraftTree, q: torch.Tensor, rule: str,
+                    specs: tuple[str, ...] = ("walk", "block", "traversal"), eos: frozenset[int] = frozenset()
+                    ) -> dict[str, float]:
     """The exact expected tokens of one step under several verifiers on the SAME tree (a paired comparison without
     sampling noise, e.g. block vs the SD walk on a chain, traversal vs the RSD walk on an RSD-C tree). The walk uses
-    `tree.rule`; a verifier that cannot verify this tree (block on a branching tree) is left out."""
+    node rule `rule`; a verifier that cannot verify this tree (block on a branching tree) is left out."""
     out = {}
     for spec in specs:
         try:
-            out[spec] = get_verifier(spec).expected_yield(tree, q, eos)
+            out[spec] = get_verifier(spec).expected_yield(tree, q, eos, rule)
         except ValueError:
             continue
     return out
