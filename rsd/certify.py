@@ -50,13 +50,13 @@ from rsd.oracles import (
     node_output_law,
     tree_law_error,
 )
+from rsd.paths import CONF_DIR
 from rsd.sampling import SamplingParams, prompt_generator
 from rsd.verify import verifier_for
 
 EXACT_BOUND = 1e-12
 # T=2 with top-k and top-p keeps many sequences alive while both filters bite (a check with power, not 4 cells).
 MC_SAMPLING = (SamplingParams(1.0), SamplingParams(2.0, top_k=4, top_p=0.95))
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 @dataclass

@@ -11,12 +11,13 @@ from hydra import compose, initialize_config_dir
 from rsd.engine import tree_inputs
 from rsd.metrics import summarize_records
 from rsd.models.adapter import CausalLM
+from rsd.paths import CONF_DIR
 from rsd.store import file_sha256
 from rsd.tree import DraftTree
 from rsd.verify import get_verifier
 from rsd.verify.traversal import Traversal, TraversalState
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
+CONF = CONF_DIR
 ROOT = CONF.parent
 
 
