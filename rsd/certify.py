@@ -202,19 +202,31 @@ T1 = SamplingParams(1.0)
 
 
 class _YieldLedger:
-    """The drafter's verifier, noting per call the step's tree and laws, the tokens emitted and its expected_yield."""
+    """The drafter's verifier, noting per call the step's tree and laws, the tokens emitted and its expected_yield.
+
+    The expected yield is asked once per distinct tree and laws (the enumeration replays the same steps many times,
+    and the check compares each tree's first stated value with its enumerated mean); one ledger serves one case, so
+    `eos` and `rule` are fixed."""
 
     def __init__(self, inner: Any) -> None:
         self.inner, self.name, self.calls = inner, inner.name, []
+        self.stated: dict[tuple, float] = {}
+        self.last: tuple[Any, float] | None = None
 
     def verify(self, tree, q, coins, eos, rule):
         path, emitted = self.inner.verify(tree, q, coins, eos, rule)
-        key = (tuple(tree.tokens), tuple(tree.parents), q.numpy().tobytes(),
+        key = (tuple(tree.tokens), tuple(tree.parents),
+               tuple((v, tuple(c)) for v, c in sorted(tree.candidates.items())), q.numpy().tobytes(),
                tuple((v, p.numpy().tobytes()) for v, p in sorted(tree.draft_probs.items())))
-        self.calls.append((key, len(emitted), self.inner.expected_yield(tree, q, eos, rule)))
+        if key not in self.stated:
+            self.stated[key] = self.inner.expected_yield(tree, q, eos, rule)
+        self.last = (tree, self.stated[key])
+        self.calls.append((key, len(emitted), self.stated[key]))
         return path, emitted
 
     def expected_yield(self, tree, q, eos, rule):
+        if self.last is not None and self.last[0] is tree:
+            return self.last[1]
         return self.inner.expected_yield(tree, q, eos, rule)
 
 
