@@ -1,6 +1,8 @@
 """Shared test helpers: the composed Hydra config, synthetic run directories and records, tiny-model tree forwards,
 planted verifier bugs."""
 
+import copy
+import functools
 import json
 from pathlib import Path
 
@@ -21,10 +23,16 @@ CONF = CONF_DIR
 ROOT = CONF.parent
 
 
-def compose_cfg(*overrides: str):
-    """The resolved config `python run.py OVERRIDES` would see."""
+@functools.cache
+def _composed(overrides: tuple[str, ...]):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return compose(config_name="config", overrides=list(overrides))
+
+
+def compose_cfg(*overrides: str):
+    """The resolved config `python run.py OVERRIDES` would see: Hydra composes each override list once per test
+    process (the presets' jobs recur across the config, docs and store tests); every call gets its own copy."""
+    return copy.deepcopy(_composed(overrides))
 
 
 # ------------------------------------------------------------------------ synthetic run directories (analysis, store)
