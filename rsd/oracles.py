@@ -51,39 +51,39 @@ def candidate_draws(p: torch.Tensor, m: int, scheme: str) -> list[tuple[tuple[in
     raise ValueError(f"unknown candidate scheme {scheme!r}")
 
 
-class _Branch(Exception):
-    """Raised by ScriptedCoins at the first coin beyond its script: the outcomes there, with their probabilities."""
-
-    def __init__(self, options: list[tuple[object, float]]) -> None:
-        super().__init__()
-        self.options = options
-
-
 class NondeterministicExperiment(RuntimeError):
     """A replay offered different outcomes at a coin than the first run did: the experiment draws randomness that
     does not go through its coins (e.g. a drafter that bypasses ctx.draws), so it cannot be enumerated."""
 
 
 class ScriptedCoins:
-    """Coins that replay a script of outcomes and raise `_Branch` at the first coin past it. Certain outcomes
-    (probability 0 or 1, a one-token draw) consume no script entry, so replays stay aligned. Each script entry
-    carries the outcomes offered when it was created; a replay offering others raises NondeterministicExperiment."""
+    """Coins that replay a script of outcomes, then take the first outcome at every coin past it, noting the other
+    outcomes there as `branches` (each a script to replay, with its probability). Certain outcomes (probability 0
+    or 1, a one-token draw) consume no script entry, so replays stay aligned. Each script entry carries the outcomes
+    offered when it was created; a replay offering others raises NondeterministicExperiment."""
 
-    def __init__(self, script: tuple) -> None:
+    def __init__(self, script: tuple, prob: float = 1.0) -> None:
         self.script, self.used = script, 0
+        self.prob = prob  # of the outcomes taken so far
+        self.branches: list[tuple[tuple, float]] = []
 
     def choose(self, options: list[tuple[object, float]]) -> object:
-        """One of `options` [(outcome, probability)]: replayed from the script, or a new branch point."""
+        """One of `options` [(outcome, probability)]: replayed from the script, or the first one at a new coin."""
         if len(options) == 1:
             return options[0][0]
+        offered = tuple(o for o, _ in options)
         if self.used < len(self.script):
-            choice, offered = self.script[self.used]
-            if offered != tuple(o for o, _ in options):
+            choice, was_offered = self.script[self.used]
+            if was_offered != offered:
                 raise NondeterministicExperiment("a replay offered other outcomes than the first run at coin "
                                                  f"{self.used}: randomness outside the coins")
             self.used += 1
             return choice
-        raise _Branch(options)
+        self.branches += [(self.script + ((o, offered),), self.prob * w) for o, w in options[1:]]
+        self.script += ((options[0][0], offered),)
+        self.used += 1
+        self.prob *= options[0][1]
+        return options[0][0]
 
     def accept(self, prob: float) -> bool:
         prob = min(max(float(prob), 0.0), 1.0)
@@ -102,22 +102,19 @@ class TooManyOutcomes(RuntimeError):
 def enumerate_outcomes(experiment: Callable[[ScriptedCoins], T], max_runs: int | None = None
                        ) -> list[tuple[T, float]]:
     """Every outcome of `experiment(coins)` with its probability: a depth-first search over every coin (accept and
-    draw) the experiment flips, replaying it once per complete branch. The experiment must be deterministic given
-    its coins (all randomness through them); a replay that is not raises NondeterministicExperiment. More than
-    `max_runs` replays raise TooManyOutcomes."""
+    draw) the experiment flips, running it once per outcome (each run replays a script, then takes the first outcome
+    at every later coin and notes the others). The experiment must be deterministic given its coins (all randomness
+    through them); a replay that is not raises NondeterministicExperiment. More than `max_runs` runs raise
+    TooManyOutcomes."""
     outcomes, stack, runs = [], [((), 1.0)], 0
     while stack:
         runs += 1
         if max_runs is not None and runs > max_runs:
             raise TooManyOutcomes(f"more than {max_runs} replays")
-        script, prob = stack.pop()
-        try:
-            result = experiment(ScriptedCoins(script))
-        except _Branch as branch:
-            offered = tuple(o for o, _ in branch.options)
-            stack.extend((script + ((o, offered),), prob * w) for o, w in branch.options)
-            continue
-        outcomes.append((result, prob))
+        coins = ScriptedCoins(*stack.pop())
+        result = experiment(coins)
+        stack.extend(coins.branches)
+        outcomes.append((result, coins.prob))
     return outcomes
 
 
