@@ -50,13 +50,13 @@ from rsd.oracles import (
     node_output_law,
     tree_law_error,
 )
+from rsd.paths import CONF_DIR
 from rsd.sampling import SamplingParams, prompt_generator
 from rsd.verify import verifier_for
 
 EXACT_BOUND = 1e-12
 # T=2 with top-k and top-p keeps many sequences alive while both filters bite (a check with power, not 4 cells).
 MC_SAMPLING = (SamplingParams(1.0), SamplingParams(2.0, top_k=4, top_p=0.95))
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 @dataclass
@@ -139,15 +139,15 @@ def node_exact_error(drafter: Drafter, scheme: str) -> tuple[float, int]:
     return worst, len(cases)
 
 
-def tree_drafts(scheme: str, rule: Any) -> list[Callable]:
+def tree_drafts(scheme: str) -> list[Callable]:
     """Tiny trees (depth 2-3) drafted by the scheme, for the tree-level enumeration."""
     if scheme == "single":
-        return [partial(draft_chain, length=2, rule=rule), partial(draft_chain, length=3, rule=rule)]
+        return [partial(draft_chain, length=2), partial(draft_chain, length=3)]
     if scheme == "without_replacement":
-        return [partial(draft_without_replacement, branching=[2, 2], rule=rule),
-                partial(draft_without_replacement, branching=[3, 1], rule=rule)]
+        return [partial(draft_without_replacement, branching=[2, 2]),
+                partial(draft_without_replacement, branching=[3, 1])]
     if scheme == "iid":
-        return [partial(draft_iid_trie, k=2, length=2, rule=rule)]
+        return [partial(draft_iid_trie, k=2, length=2)]
     return []
 
 
@@ -157,11 +157,11 @@ def tree_exact_error(drafter: Drafter, scheme: str, vocab: int = 3) -> tuple[flo
     disjoint supports), seeds, and one case with an EOS token."""
     verifier = verifier_for(drafter)
     worst, cases = 0.0, 0
-    for draft in tree_drafts(scheme, drafter.rule):
+    for draft in tree_drafts(scheme):
         depth = draft.keywords["length"] if "length" in draft.keywords else len(draft.keywords["branching"])
         for kind, seed, eos in [(k, s, frozenset()) for k in LAW_KINDS for s in (0, 1)] + [("random", 2, {0})]:
             worst = max(worst, tree_law_error(verifier, PrefixLaws(vocab, seed, kind), draft, depth + 1,
-                                              frozenset(eos)))
+                                              drafter.rule, frozenset(eos)))
             cases += 1
     return worst, cases
 
@@ -180,7 +180,7 @@ def exact_check(drafter: Drafter) -> Check:
         parts.append(f"node: max |law - q| = {err:.2e} ({n} nodes, vocab <= 8, m <= 4)")
         details.update(node_max_abs_error=err, node_cases=n)
         passed &= err <= EXACT_BOUND
-    if tree_drafts(scheme, drafter.rule):
+    if tree_drafts(scheme):
         err, n = tree_exact_error(drafter, scheme)
         parts.append(f"trees: max TV = {err:.2e} ({n} cases, vocab 3, depth 2-3, verifier {drafter.verifier})")
         details.update(tree_max_tv=err, tree_cases=n)
@@ -202,20 +202,32 @@ T1 = SamplingParams(1.0)
 
 
 class _YieldLedger:
-    """The drafter's verifier, noting per call the step's tree and laws, the tokens emitted and its expected_yield."""
+    """The drafter's verifier, noting per call the step's tree and laws, the tokens emitted and its expected_yield.
+
+    The expected yield is asked once per distinct tree and laws (the enumeration replays the same steps many times,
+    and the check compares each tree's first stated value with its enumerated mean); one ledger serves one case, so
+    `eos` and `rule` are fixed."""
 
     def __init__(self, inner: Any) -> None:
         self.inner, self.name, self.calls = inner, inner.name, []
+        self.stated: dict[tuple, float] = {}
+        self.last: tuple[Any, float] | None = None
 
-    def verify(self, tree, q, coins, eos):
-        path, emitted = self.inner.verify(tree, q, coins, eos)
-        key = (tuple(tree.tokens), tuple(tree.parents), q.numpy().tobytes(),
+    def verify(self, tree, q, coins, eos, rule):
+        path, emitted = self.inner.verify(tree, q, coins, eos, rule)
+        key = (tuple(tree.tokens), tuple(tree.parents),
+               tuple((v, tuple(c)) for v, c in sorted(tree.candidates.items())), q.numpy().tobytes(),
                tuple((v, p.numpy().tobytes()) for v, p in sorted(tree.draft_probs.items())))
-        self.calls.append((key, len(emitted), self.inner.expected_yield(tree, q, eos)))
+        if key not in self.stated:
+            self.stated[key] = self.inner.expected_yield(tree, q, eos, rule)
+        self.last = (tree, self.stated[key])
+        self.calls.append((key, len(emitted), self.stated[key]))
         return path, emitted
 
-    def expected_yield(self, tree, q, eos):
-        return self.inner.expected_yield(tree, q, eos)
+    def expected_yield(self, tree, q, eos, rule):
+        if self.last is not None and self.last[0] is tree:
+            return self.last[1]
+        return self.inner.expected_yield(tree, q, eos, rule)
 
 
 def engine_law_and_yield_error(drafter: Drafter, params: SamplingParams, tables: ContextTables, eos: tuple[int, ...],
@@ -253,7 +265,7 @@ def depth_limit_error(drafter: Drafter, vocab: int = 3) -> str | None:
     engine = _engine_for(drafter, T1, (), vocab)(*(TableLM(ContextTables(vocab, 0), role) for role in (0, 1)))
     for depth in range(drafter.draft_length):
         engine.reset()
-        tree = DraftTree.with_root(0, drafter.rule)
+        tree = DraftTree.with_root(0)
         drafter.build(tree, ModelDraftContext(engine.draft, [0], T1, vocab, RandomDraws(torch.Generator()),
                                               Generation(), engine.clock, depth))
         try:

@@ -297,7 +297,7 @@ class Engine:
             out.accepted_lengths.append(len(step.path))
             stop = False
             paused = self.clock.now()  # the exact expectation is bookkeeping, not decoding: kept out of wall_s
-            expected = self.verifier.expected_yield(step.tree, step.q, self.eos)
+            expected = self.verifier.expected_yield(step.tree, step.q, self.eos, self.drafter.rule)
             check_expected_yield(expected, step.tree, self.verifier_name)
             out.expected_emitted.append(expected)
             self._record_root(step, out)
@@ -327,7 +327,7 @@ class Engine:
         scheme = getattr(self.drafter, "candidate_scheme", None)
         optimum = root_optimum(step.tree.draft_probs[0], step.q[0], k, scheme)
         accept = getattr(self.verifier, "root_acceptance", None)
-        acceptance = accept(step.tree, step.q) if accept is not None else math.nan
+        acceptance = accept(step.tree, step.q, self.drafter.rule) if accept is not None else math.nan
         out.root_optimum.append(optimum if math.isfinite(optimum) else None)
         out.root_acceptance.append(acceptance if math.isfinite(acceptance) else None)
 
@@ -363,7 +363,7 @@ class Engine:
              coins: Coins | None = None, draws: Draws | None = None) -> Step:
         """Draft a tree after `committed` (at most `max_depth` levels), verify it with one target call, compact both
         caches to the accepted path. Randomness: `coins` and `draws`, by default both from `gen`."""
-        tree = DraftTree.with_root(committed[-1], self.drafter.rule)
+        tree = DraftTree.with_root(committed[-1])
         ctx, mass_ok = None, None
         if self.drafter.draft_length > 0 and (max_depth is None or max_depth > 0):
             draws = draws if draws is not None else RandomDraws(gen)
@@ -377,7 +377,7 @@ class Engine:
         q = self._score(tree, committed, out)
         if coins is None:
             coins = RandomCoins(gen, (mass_ok, zero_mass_error(self.drafter.name)) if mass_ok is not None else None)
-        path, emitted = self.verifier.verify(tree, q, coins, self.eos)
+        path, emitted = self.verifier.verify(tree, q, coins, self.eos, self.drafter.rule)
         if isinstance(coins, RandomCoins):
             coins.settle()
         check_verified(tree, path, emitted, self.eos, self.vocab_size, self.verifier_name)

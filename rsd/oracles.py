@@ -51,39 +51,39 @@ def candidate_draws(p: torch.Tensor, m: int, scheme: str) -> list[tuple[tuple[in
     raise ValueError(f"unknown candidate scheme {scheme!r}")
 
 
-class _Branch(Exception):
-    """Raised by ScriptedCoins at the first coin beyond its script: the outcomes there, with their probabilities."""
-
-    def __init__(self, options: list[tuple[object, float]]) -> None:
-        super().__init__()
-        self.options = options
-
-
 class NondeterministicExperiment(RuntimeError):
     """A replay offered different outcomes at a coin than the first run did: the experiment draws randomness that
     does not go through its coins (e.g. a drafter that bypasses ctx.draws), so it cannot be enumerated."""
 
 
 class ScriptedCoins:
-    """Coins that replay a script of outcomes and raise `_Branch` at the first coin past it. Certain outcomes
-    (probability 0 or 1, a one-token draw) consume no script entry, so replays stay aligned. Each script entry
-    carries the outcomes offered when it was created; a replay offering others raises NondeterministicExperiment."""
+    """Coins that replay a script of outcomes, then take the first outcome at every coin past it, noting the other
+    outcomes there as `branches` (each a script to replay, with its probability). Certain outcomes (probability 0
+    or 1, a one-token draw) consume no script entry, so replays stay aligned. Each script entry carries the outcomes
+    offered when it was created; a replay offering others raises NondeterministicExperiment."""
 
-    def __init__(self, script: tuple) -> None:
+    def __init__(self, script: tuple, prob: float = 1.0) -> None:
         self.script, self.used = script, 0
+        self.prob = prob  # of the outcomes taken so far
+        self.branches: list[tuple[tuple, float]] = []
 
     def choose(self, options: list[tuple[object, float]]) -> object:
-        """One of `options` [(outcome, probability)]: replayed from the script, or a new branch point."""
+        """One of `options` [(outcome, probability)]: replayed from the script, or the first one at a new coin."""
         if len(options) == 1:
             return options[0][0]
+        offered = tuple(o for o, _ in options)
         if self.used < len(self.script):
-            choice, offered = self.script[self.used]
-            if offered != tuple(o for o, _ in options):
+            choice, was_offered = self.script[self.used]
+            if was_offered != offered:
                 raise NondeterministicExperiment("a replay offered other outcomes than the first run at coin "
                                                  f"{self.used}: randomness outside the coins")
             self.used += 1
             return choice
-        raise _Branch(options)
+        self.branches += [(self.script + ((o, offered),), self.prob * w) for o, w in options[1:]]
+        self.script += ((options[0][0], offered),)
+        self.used += 1
+        self.prob *= options[0][1]
+        return options[0][0]
 
     def accept(self, prob: float) -> bool:
         prob = min(max(float(prob), 0.0), 1.0)
@@ -102,22 +102,19 @@ class TooManyOutcomes(RuntimeError):
 def enumerate_outcomes(experiment: Callable[[ScriptedCoins], T], max_runs: int | None = None
                        ) -> list[tuple[T, float]]:
     """Every outcome of `experiment(coins)` with its probability: a depth-first search over every coin (accept and
-    draw) the experiment flips, replaying it once per complete branch. The experiment must be deterministic given
-    its coins (all randomness through them); a replay that is not raises NondeterministicExperiment. More than
-    `max_runs` replays raise TooManyOutcomes."""
+    draw) the experiment flips, running it once per outcome (each run replays a script, then takes the first outcome
+    at every later coin and notes the others). The experiment must be deterministic given its coins (all randomness
+    through them); a replay that is not raises NondeterministicExperiment. More than `max_runs` runs raise
+    TooManyOutcomes."""
     outcomes, stack, runs = [], [((), 1.0)], 0
     while stack:
         runs += 1
         if max_runs is not None and runs > max_runs:
             raise TooManyOutcomes(f"more than {max_runs} replays")
-        script, prob = stack.pop()
-        try:
-            result = experiment(ScriptedCoins(script))
-        except _Branch as branch:
-            offered = tuple(o for o, _ in branch.options)
-            stack.extend((script + ((o, offered),), prob * w) for o, w in branch.options)
-            continue
-        outcomes.append((result, prob))
+        coins = ScriptedCoins(*stack.pop())
+        result = experiment(coins)
+        stack.extend(coins.branches)
+        outcomes.append((result, coins.prob))
     return outcomes
 
 
@@ -138,15 +135,17 @@ def node_output_law(rule: str | NodeRule, q: torch.Tensor, p: torch.Tensor, m: i
     return law
 
 
-def expected_accepted(tree: DraftTree, q: torch.Tensor) -> float:
-    """E[accepted depth | tree] for one walk over the tree (no EOS): the walk's exact expected yield minus one."""
-    return Walk().expected_yield(tree, q, frozenset()) - 1.0
+def expected_accepted(tree: DraftTree, q: torch.Tensor, rule: str | NodeRule) -> float:
+    """E[accepted depth | tree] for one walk over the tree with `rule` (no EOS): the walk's exact expected yield
+    minus one."""
+    return Walk().expected_yield(tree, q, frozenset(), rule) - 1.0
 
 
-def enumerated_yield(verifier: Verifier, tree: DraftTree, q: torch.Tensor, eos: frozenset[int] = frozenset()
-                     ) -> float:
+def enumerated_yield(verifier: Verifier, tree: DraftTree, q: torch.Tensor, rule: str | NodeRule,
+                     eos: frozenset[int] = frozenset()) -> float:
     """E[tokens emitted] on a fixed tree by enumerating every coin of `verifier.verify` (the check of §10)."""
-    return sum(w * len(out) for out, w in enumerate_outcomes(lambda coins: verifier.verify(tree, q, coins, eos)[1]))
+    return sum(w * len(out) for out, w in
+               enumerate_outcomes(lambda coins: verifier.verify(tree, q, coins, eos, rule)[1]))
 
 
 # --- Tree-level exact enumeration (docs/algorithms.md#oracles): drafting and verification on a tiny vocabulary ---
@@ -204,19 +203,18 @@ def _expand(tree: DraftTree, laws: PrefixLaws, v: int) -> torch.Tensor:
     return tree.draft_probs[v]
 
 
-def draft_chain(laws: PrefixLaws, coins: Coins, length: int, rule: str | NodeRule = "sd") -> DraftTree:
+def draft_chain(laws: PrefixLaws, coins: Coins, length: int) -> DraftTree:
     """The SD chain: x_i ~ p(.|x_<i)."""
-    tree, v = DraftTree.with_root(0, rule), 0
+    tree, v = DraftTree.with_root(0), 0
     for _ in range(length):
         v = tree.add_candidate(v, coins.draw(_expand(tree, laws, v)))
     return tree
 
 
-def draft_without_replacement(laws: PrefixLaws, coins: Coins, branching: list[int], rule: str | NodeRule = "rsd"
-                              ) -> DraftTree:
+def draft_without_replacement(laws: PrefixLaws, coins: Coins, branching: list[int]) -> DraftTree:
     """The RSD-C tree: b_l children per node by sequential draws without replacement, in draw order (the law of
     Gumbel-top-k); fewer where p has fewer tokens."""
-    tree, frontier = DraftTree.with_root(0, rule), [0]
+    tree, frontier = DraftTree.with_root(0), [0]
     for b in branching:
         nxt = []
         for v in frontier:
@@ -231,11 +229,10 @@ def draft_without_replacement(laws: PrefixLaws, coins: Coins, branching: list[in
     return tree
 
 
-def draft_iid_trie(laws: PrefixLaws, coins: Coins, k: int, length: int, rule: str | NodeRule = "specinfer",
-                   merge: bool = True) -> DraftTree:
+def draft_iid_trie(laws: PrefixLaws, coins: Coins, k: int, length: int, merge: bool = True) -> DraftTree:
     """K i.i.d. paths of length L; merged into a trie (siblings in first-appearance order, repeats kept as
     candidates) or, with merge=False, kept as separate siblings even when their tokens repeat."""
-    tree, at = DraftTree.with_root(0, rule), [0] * k
+    tree, at = DraftTree.with_root(0), [0] * k
     for _ in range(length):
         for v in list(dict.fromkeys(at)):
             p = _expand(tree, laws, v)
@@ -265,14 +262,15 @@ def complete_law(partial: dict[tuple[int, ...], float], laws: PrefixLaws, length
 
 
 def tree_law_error(verifier: Verifier, laws: PrefixLaws, draft: Callable[[PrefixLaws, Coins], DraftTree],
-                   length: int, eos: frozenset[int] = frozenset()) -> float:
-    """Total-variation distance between (draft a tree, verify it with the verifier's own code, complete the emitted
-    tokens with target samples to `length`) and the target's joint law of `length` tokens, enumerated exactly."""
+                   length: int, rule: str | NodeRule, eos: frozenset[int] = frozenset()) -> float:
+    """Total-variation distance between (draft a tree, verify it with the verifier's own code and node rule `rule`,
+    complete the emitted tokens with target samples to `length`) and the target's joint law of `length` tokens,
+    enumerated exactly."""
 
     emitted: dict[tuple[int, ...], float] = {}
     for tree, w_tree in enumerate_outcomes(lambda coins: draft(laws, coins)):
         q = target_rows(tree, laws)
-        for out, w in enumerate_outcomes(lambda coins, tree=tree, q=q: verifier.verify(tree, q, coins, eos)[1]):
+        for out, w in enumerate_outcomes(lambda coins, tree=tree, q=q: verifier.verify(tree, q, coins, eos, rule)[1]):
             emitted[tuple(out)] = emitted.get(tuple(out), 0.0) + w_tree * w
     got = complete_law(emitted, laws, length, eos)
     want = complete_law({(): 1.0}, laws, length, eos)

@@ -29,8 +29,9 @@ from typing import Any
 from rsd.budgets import Budget
 from rsd.errors import RsdError
 from rsd.models.spec import looks_like_local_path
+from rsd.paths import CONF_DIR
 from rsd.selection import selection_config
-from rsd.sweep import CONF_DIR, expand_jobs
+from rsd.sweep import expand_jobs
 
 PAPER_MODELS = CONF_DIR / "paper_models.yaml"
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}

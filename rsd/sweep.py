@@ -6,12 +6,11 @@ Used by the SLURM task-list generator (slurm/make_tasks.py) and by the tests tha
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+from rsd.paths import CONF_DIR
 
 
 def expand_jobs(overrides: list[str]) -> list[list[str]]:

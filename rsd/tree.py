@@ -1,12 +1,10 @@
-"""DraftTree: the drafted tokens of one step, their draft distributions, ordered candidates and node rule."""
+"""DraftTree: the drafted tokens of one step, their draft distributions and ordered candidates."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import torch
-
-from rsd.rules import NodeRule
 
 
 @dataclass
@@ -22,11 +20,10 @@ class DraftTree:
     depths: list[int] = field(default_factory=lambda: [0])
     candidates: dict[int, list[int]] = field(default_factory=dict)
     draft_probs: dict[int, torch.Tensor] = field(default_factory=dict)
-    rule: str | NodeRule = "sd"
 
     @classmethod
-    def with_root(cls, token: int, rule: str | NodeRule) -> "DraftTree":
-        return cls(tokens=[token], rule=rule)
+    def with_root(cls, token: int) -> "DraftTree":
+        return cls(tokens=[token])
 
     def __len__(self) -> int:
         return len(self.tokens)

@@ -23,10 +23,10 @@ from rsd.errors import ConfigError
 from rsd.logger import check_wandb_credentials
 from rsd.metrics import TASK_METRIC
 from rsd.models.spec import looks_like_local_path
+from rsd.paths import CONF_DIR
 from rsd.registry import DATASETS, EMBEDDED_MODELS, LOGGERS, TINY_MODELS, lookup
 from rsd.selection import selection_config
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 WANDB_MODES = ("auto", "online", "offline", "disabled")
 WANDB_ENV_MODES = ("online", "offline", "disabled", "shared", "dryrun", "run")  # what wandb itself accepts

@@ -1,6 +1,8 @@
 """Shared test helpers: the composed Hydra config, synthetic run directories and records, tiny-model tree forwards,
 planted verifier bugs."""
 
+import copy
+import functools
 import json
 from pathlib import Path
 
@@ -11,19 +13,26 @@ from hydra import compose, initialize_config_dir
 from rsd.engine import tree_inputs
 from rsd.metrics import summarize_records
 from rsd.models.adapter import CausalLM
+from rsd.paths import CONF_DIR
 from rsd.store import file_sha256
 from rsd.tree import DraftTree
 from rsd.verify import get_verifier
 from rsd.verify.traversal import Traversal, TraversalState
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
+CONF = CONF_DIR
 ROOT = CONF.parent
 
 
-def compose_cfg(*overrides: str):
-    """The resolved config `python run.py OVERRIDES` would see."""
+@functools.cache
+def _composed(overrides: tuple[str, ...]):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return compose(config_name="config", overrides=list(overrides))
+
+
+def compose_cfg(*overrides: str):
+    """The resolved config `python run.py OVERRIDES` would see: Hydra composes each override list once per test
+    process (the presets' jobs recur across the config, docs and store tests); every call gets its own copy."""
+    return copy.deepcopy(_composed(overrides))
 
 
 # ------------------------------------------------------------------------ synthetic run directories (analysis, store)
@@ -101,7 +110,7 @@ VOCAB = 64
 
 def branching_tree(root: int) -> DraftTree:
     """Depth 3, branching (3, 2, 1) with some repeated tokens across branches."""
-    tree = DraftTree.with_root(root, "rsd")
+    tree = DraftTree.with_root(root)
     gen = torch.Generator().manual_seed(1)
     level = [0]
     for b in (3, 2, 1):
@@ -142,15 +151,16 @@ def representative_jobs(jobs: list[list[str]]) -> list[list[str]]:
     return list(chosen.values())
 
 
-def expected_yields(tree: DraftTree, q: torch.Tensor, specs: tuple[str, ...] = ("walk", "block", "traversal"),
-                    eos: frozenset[int] = frozenset()) -> dict[str, float]:
+def expected_yields(tree: DraftTree, q: torch.Tensor, rule: str,
+                    specs: tuple[str, ...] = ("walk", "block", "traversal"), eos: frozenset[int] = frozenset()
+                    ) -> dict[str, float]:
     """The exact expected tokens of one step under several verifiers on the SAME tree (a paired comparison without
     sampling noise, e.g. block vs the SD walk on a chain, traversal vs the RSD walk on an RSD-C tree). The walk uses
-    `tree.rule`; a verifier that cannot verify this tree (block on a branching tree) is left out."""
+    node rule `rule`; a verifier that cannot verify this tree (block on a branching tree) is left out."""
     out = {}
     for spec in specs:
         try:
-            out[spec] = get_verifier(spec).expected_yield(tree, q, eos)
+            out[spec] = get_verifier(spec).expected_yield(tree, q, eos, rule)
         except ValueError:
             continue
     return out

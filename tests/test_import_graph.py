@@ -74,3 +74,14 @@ def test_find_cycles_finds_a_planted_cycle():
 
 def test_no_import_cycles():
     assert find_cycles(import_graph()) == []
+
+
+def test_conf_dir_is_defined_once_in_a_leaf():
+    """rsd.paths imports nothing from the project, and no other module builds the conf/ directory's path."""
+    from rsd.paths import CONF_DIR
+
+    assert import_graph()["rsd.paths"] == set()
+    assert (CONF_DIR / "config.yaml").is_file()
+    sources = {p: p.read_text() for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    assert [p.relative_to(ROOT).as_posix() for p, text in sources.items()
+            if "CONF_DIR =" in text or '/ "conf"' in text] == ["rsd/paths.py"]

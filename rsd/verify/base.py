@@ -4,7 +4,7 @@ All randomness of a verifier goes through a `Coins` object, so the same code run
 the prompt's torch.Generator) and in the exact-enumeration oracle (rsd.oracles: coins that enumerate every outcome
 with its probability). A verifier returns the accepted node indices (root excluded) and the emitted tokens, and
 gives the exact expected number of emitted tokens of a step (§10) without drawing anything. The built-in verifiers
-also give `root_acceptance(tree, q)`: the exact probability that the first emitted token is a root candidate
+also give `root_acceptance(tree, q, rule)`: the exact probability that the first emitted token is a root candidate
 (docs/algorithms.md#optimum); a verifier without it records nan.
 """
 
@@ -19,20 +19,23 @@ from rsd.errors import ConfigError
 from rsd.registry import VERIFIERS, lookup
 
 if TYPE_CHECKING:
+    from rsd.rules import NodeRule
     from rsd.tree import DraftTree
 
 
 @runtime_checkable
 class Verifier(Protocol):
-    """Verifies one step's tree. `q[v]` is the target law at node v, `tree.draft_probs[v]` the draft law."""
+    """Verifies one step's tree. `q[v]` is the target law at node v, `tree.draft_probs[v]` the draft law, `rule` the
+    drafter's node rule (a tree-level verifier may ignore it)."""
 
     name: str
 
-    def verify(self, tree: "DraftTree", q: torch.Tensor, coins: Coins, eos: frozenset[int]
+    def verify(self, tree: "DraftTree", q: torch.Tensor, coins: Coins, eos: frozenset[int], rule: "str | NodeRule"
                ) -> tuple[list[int], list[int]]:
         """(accepted node indices, root excluded; emitted tokens). Stops after an emitted EOS."""
 
-    def expected_yield(self, tree: "DraftTree", q: torch.Tensor, eos: frozenset[int]) -> float:
+    def expected_yield(self, tree: "DraftTree", q: torch.Tensor, eos: frozenset[int], rule: "str | NodeRule"
+                       ) -> float:
         """Exact E[number of emitted tokens | tree, laws] (docs/algorithms.md#expected-yield); draws no randomness."""
 
 

@@ -27,7 +27,8 @@ def chain_nodes(tree: DraftTree) -> list[int]:
 
 
 class Block:
-    """Block verification of an SD chain; exact, and accepts at least as much as the SD walk on the same chain."""
+    """Block verification of an SD chain; exact, and accepts at least as much as the SD walk on the same chain.
+    It applies no node rule: the drafter's `rule` argument is ignored."""
 
     name = "block"
     _memo: tuple | None = None  # (tree, q, root acceptance) from the latest expected_yield
@@ -68,7 +69,7 @@ class Block:
             return q[v]
         return normalised((a[tau] * q[v] - tree.draft_probs[v].to(q.device)).clamp_min(0), q[v])
 
-    def verify(self, tree: DraftTree, q: torch.Tensor, coins: Coins, eos: frozenset[int]
+    def verify(self, tree: DraftTree, q: torch.Tensor, coins: Coins, eos: frozenset[int], rule: object = None
                ) -> tuple[list[int], list[int]]:
         nodes = chain_nodes(tree)
         a, h = self.weights(tree, q, nodes)
@@ -82,7 +83,7 @@ class Block:
         emitted.append(coins.draw(self.final_law(tree, q, nodes, a, tau)))
         return path, emitted
 
-    def expected_yield(self, tree: DraftTree, q: torch.Tensor, eos: frozenset[int]) -> float:
+    def expected_yield(self, tree: DraftTree, q: torch.Tensor, eos: frozenset[int], rule: object = None) -> float:
         """1 + E[tau] with P(tau = i) = h_i prod_{j>i}(1 - h_j) (§9-10); a block cut by an EOS at X_i yields i."""
         nodes = chain_nodes(tree)
         _, h = self.weights(tree, q, nodes)
@@ -96,7 +97,7 @@ class Block:
                 later_fail *= 1.0 - h[i]
         return total
 
-    def root_acceptance(self, tree: DraftTree, q: torch.Tensor) -> float:
+    def root_acceptance(self, tree: DraftTree, q: torch.Tensor, rule: object = None) -> float:
         """Exact P(tau >= 1) = 1 - prod_i (1 - h_i): the first emitted token is the drafted X_1. Taken from
         expected_yield's pass when it last ran on this same tree and q."""
         if self._memo is not None and self._memo[0] is tree and self._memo[1] is q:

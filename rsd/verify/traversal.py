@@ -84,13 +84,14 @@ class TraversalState:
 
 
 class Traversal:
-    """Traversal verification of an RSD-C tree or a merged i.i.d. trie; on a chain it equals Block verification."""
+    """Traversal verification of an RSD-C tree or a merged i.i.d. trie; on a chain it equals Block verification.
+    It applies no node rule: the drafter's `rule` argument is ignored."""
 
     name = "traversal"
     state_cls = TraversalState
     _memo: tuple | None = None  # (tree, q, root acceptance) from the latest expected_yield
 
-    def verify(self, tree: DraftTree, q: torch.Tensor, coins: Coins, eos: frozenset[int]
+    def verify(self, tree: DraftTree, q: torch.Tensor, coins: Coins, eos: frozenset[int], rule: object = None
                ) -> tuple[list[int], list[int]]:
         # Every attempt before the accepted one is a rejection, so the attempts' weights and laws are those of the
         # all-rejected sequence: computed on the device, then one batch of the same coins in the same order.
@@ -113,7 +114,7 @@ class Traversal:
         emitted.append(coins.draw(laws[k]))
         return path, emitted
 
-    def expected_yield(self, tree: DraftTree, q: torch.Tensor, eos: frozenset[int]) -> float:
+    def expected_yield(self, tree: DraftTree, q: torch.Tensor, eos: frozenset[int], rule: object = None) -> float:
         """sum_k prod_{j<k}(1 - w_j) w_k (depth_k + 1) over the attempts in order, the root's (w = 1) last (§10);
         a path cut by an EOS at depth i yields i."""
         state = self.state_cls(tree, q)
@@ -129,7 +130,7 @@ class Traversal:
         self._memo = (tree, q, 1.0 - survive)
         return total + survive
 
-    def root_acceptance(self, tree: DraftTree, q: torch.Tensor) -> float:
+    def root_acceptance(self, tree: DraftTree, q: torch.Tensor, rule: object = None) -> float:
         """Exact P(the accepted path is not empty) = 1 - prod_k (1 - w_k) over the attempts before the root's. Taken
         from expected_yield's pass when it last ran on this same tree and q."""
         if self._memo is not None and self._memo[0] is tree and self._memo[1] is q:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from rsd.coins import Coins
-from rsd.rules import get_rule, verify_chain, verify_node
+from rsd.rules import NodeRule, get_rule, verify_chain, verify_node
 from rsd.tree import DraftTree
 
 
@@ -20,13 +20,13 @@ def single_candidate_chain(tree: DraftTree, v: int, eos: frozenset[int]) -> list
 
 
 class Walk:
-    """Applies `tree.rule` at each reached node; emits one token per accepted node plus the residual or bonus token,
-    and stops after an accepted EOS."""
+    """Applies the drafter's node rule `rule` at each reached node; emits one token per accepted node plus the
+    residual or bonus token, and stops after an accepted EOS."""
 
     name = "walk"
-    _memo: tuple | None = None  # (tree, q, root acceptance) from the latest expected_yield
+    _memo: tuple | None = None  # (tree, q, rule, root acceptance) from the latest expected_yield
 
-    def verify(self, tree: DraftTree, q: torch.Tensor, coins: Coins, eos: frozenset[int]
+    def verify(self, tree: DraftTree, q: torch.Tensor, coins: Coins, eos: frozenset[int], rule: str | NodeRule
                ) -> tuple[list[int], list[int]]:
         v, path, emitted = 0, [], []
         while True:
@@ -37,7 +37,7 @@ class Walk:
             chain = single_candidate_chain(tree, v, eos)
             if len(chain) > 1:  # a run of one-candidate nodes: its coins in one batch (same coins, same order)
                 tokens = [tree.tokens[c] for c in chain[1:]]
-                n, token = verify_chain(tree.rule, q[chain[:-1]], torch.stack(
+                n, token = verify_chain(rule, q[chain[:-1]], torch.stack(
                     [tree.draft_probs[u] for u in chain[:-1]]).to(q.device), tokens, coins)
                 path += chain[1: n + 1]
                 emitted += tokens[:n]
@@ -48,7 +48,7 @@ class Walk:
                     return path, emitted
                 v = chain[-1]
                 continue
-            j, token = verify_node(tree.rule, q[v], tree.draft_probs[v].to(q.device),
+            j, token = verify_node(rule, q[v], tree.draft_probs[v].to(q.device),
                                    [tree.tokens[c] for c in cands], coins)
             emitted.append(token)
             if j < 0:
@@ -58,37 +58,37 @@ class Walk:
             if token in eos:
                 return path, emitted
 
-    def expected_yield(self, tree: DraftTree, q: torch.Tensor, eos: frozenset[int]) -> float:
+    def expected_yield(self, tree: DraftTree, q: torch.Tensor, eos: frozenset[int], rule: str | NodeRule) -> float:
         """Recursively from the root (§10): at a reached node, candidate j is accepted with probability
         prod_{i<j}(1 - a_i) * a_j from the rule's NodeLaw; an accepted EOS ends the step (no extra token)."""
-        rule = get_rule(tree.rule)
+        law_at = get_rule(rule)
 
         def from_node(v: int) -> float:
             cands = tree.candidates.get(v, [])
             if not cands:
                 return 1.0  # the bonus token
             tokens = torch.tensor([tree.tokens[c] for c in cands], device=q.device)
-            law = rule(q[v], tree.draft_probs[v].to(q.device), tokens)
+            law = law_at(q[v], tree.draft_probs[v].to(q.device), tokens)
             total, reach = 0.0, 1.0
             for c, a in zip(cands, law.accept_probs().tolist()):
                 if a > 0 and reach > 0:
                     total += reach * a * (1.0 if tree.tokens[c] in eos else 1.0 + from_node(c))
                 reach *= 1.0 - a
             if v == 0:
-                self._memo = (tree, q, 1.0 - reach)
+                self._memo = (tree, q, rule, 1.0 - reach)
             return total + reach  # the residual token when every candidate is rejected
 
         return from_node(0)
 
-    def root_acceptance(self, tree: DraftTree, q: torch.Tensor) -> float:
+    def root_acceptance(self, tree: DraftTree, q: torch.Tensor, rule: str | NodeRule) -> float:
         """Exact P(some root candidate is accepted) = 1 - prod_j (1 - a_j) over the root rule's NodeLaw; taken from
-        expected_yield's pass when it last ran on this same tree and q."""
-        if self._memo is not None and self._memo[0] is tree and self._memo[1] is q:
-            return self._memo[2]
+        expected_yield's pass when it last ran on this same tree, q and rule."""
+        if self._memo is not None and self._memo[0] is tree and self._memo[1] is q and self._memo[2] == rule:
+            return self._memo[3]
         cands = tree.candidates.get(0, [])
         if not cands:
             return 0.0
         tokens = torch.tensor([tree.tokens[c] for c in cands], device=q.device)
-        law = get_rule(tree.rule)(q[0], tree.draft_probs[0].to(q.device), tokens)
+        law = get_rule(rule)(q[0], tree.draft_probs[0].to(q.device), tokens)
         return 1.0 - float((1 - law.accept_probs().double()).prod())
 

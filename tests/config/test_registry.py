@@ -15,6 +15,7 @@ from rsd.drafters.base import Drafter
 from rsd.errors import ConfigError
 from rsd.logger import NullLogger, make_logger
 from rsd.models.embedded import SHIPPED_DRAFTS
+from rsd.paths import CONF_DIR
 from rsd.registry import DATASETS, DRAFTERS, EMBEDDED_MODELS, LOGGERS, RULES, TINY_MODELS, VERIFIERS, Registry, lookup
 from rsd.rules import get_rule, sd_rule
 from rsd.verify.walk import Walk
@@ -144,10 +145,10 @@ def test_a_users_module_that_fails_to_import_is_one_line(tmp_path, monkeypatch):
 def test_the_registries_agree_with_the_config_groups():
     """conf/drafter/NAME.yaml's `_target_` is what NAME stands for; every built-in dataset YAML and shipped draft is
     registered."""
-    for path in sorted((ROOT / "conf" / "drafter").glob("*.yaml")):
+    for path in sorted((CONF_DIR / "drafter").glob("*.yaml")):
         assert DRAFTERS.path(path.stem) == OmegaConf.load(path)["_target_"]
-    assert sorted(DRAFTERS) == sorted(p.stem for p in (ROOT / "conf" / "drafter").glob("*.yaml"))
-    builtin = [OmegaConf.load(p) for p in (ROOT / "conf" / "dataset").glob("*.yaml")]
+    assert sorted(DRAFTERS) == sorted(p.stem for p in (CONF_DIR / "drafter").glob("*.yaml"))
+    builtin = [OmegaConf.load(p) for p in (CONF_DIR / "dataset").glob("*.yaml")]
     assert sorted(DATASETS) == sorted(d["name"] for d in builtin if d.get("source") == "builtin")
     assert {f"embedded:{name}" for name in SHIPPED_DRAFTS} < set(EMBEDDED_MODELS)
 

@@ -71,14 +71,14 @@ def test_example_drafts_the_most_likely_tokens(example_on_path):
     from topk_tree import TopKTree
 
     law = torch.tensor([0.0, 0.05, 0.5, 0.0, 0.3, 0.15])
-    tree = DraftTree.with_root(7, "onehot")
+    tree = DraftTree.with_root(7)
     TopKTree([3, 1]).build(tree, FixedLaws(law))
     assert [tree.tokens[c] for c in tree.candidates[0]] == [2, 4, 5]
     assert [[tree.tokens[c] for c in tree.candidates[v]] for v in tree.candidates[0]] == [[2], [2], [2]]
-    tree = DraftTree.with_root(7, "onehot")
+    tree = DraftTree.with_root(7)
     TopKTree([5]).build(tree, FixedLaws(law))
     assert [tree.tokens[c] for c in tree.candidates[0]] == [2, 4, 5, 1]  # 4 tokens have mass
-    tree = DraftTree.with_root(7, "onehot")
+    tree = DraftTree.with_root(7)
     TopKTree([2, 2, 2]).build(tree, FixedLaws(law, max_depth=1))
     assert tree.depth == 1
 
@@ -86,31 +86,31 @@ def test_example_drafts_the_most_likely_tokens(example_on_path):
 class ExtraToken(Walk):
     """Emits one token more than the contract allows (a token that was never drafted nor drawn as the bonus)."""
 
-    def verify(self, tree, q, coins, eos):
-        path, emitted = super().verify(tree, q, coins, eos)
+    def verify(self, tree, q, coins, eos, rule):
+        path, emitted = super().verify(tree, q, coins, eos, rule)
         return path, emitted + [emitted[-1]]
 
 
 class NoSuchNode(Walk):
-    def verify(self, tree, q, coins, eos):
+    def verify(self, tree, q, coins, eos, rule):
         return [len(tree) + 998], [0, 0]
 
 
 class NothingAtAll(Walk):
-    def verify(self, tree, q, coins, eos):
+    def verify(self, tree, q, coins, eos, rule):
         return [], []
 
 
 class NegativeYield(Walk):
-    def expected_yield(self, tree, q, eos):
+    def expected_yield(self, tree, q, eos, rule):
         return -1e300
 
 
 class ShrunkYield(Walk):
     """A plausible but wrong expected yield: 0.9 x the walk's + 0.1 stays in [1, depth + 1]."""
 
-    def expected_yield(self, tree, q, eos):
-        return 0.9 * super().expected_yield(tree, q, eos) + 0.1
+    def expected_yield(self, tree, q, eos, rule):
+        return 0.9 * super().expected_yield(tree, q, eos, rule) + 0.1
 
 
 def sd_verified_by(name):
@@ -146,6 +146,6 @@ def test_the_guides_class_snippet_runs_as_written():
     [snippet] = re.findall(r"```python\n(.*?)```", section, re.S)
     namespace: dict = {}
     exec(compile(snippet, "adding_a_drafter.md", "exec"), namespace)
-    tree = DraftTree.with_root(7, "onehot")
+    tree = DraftTree.with_root(7)
     namespace["TopKTree"]([2, 1]).build(tree, FixedLaws(torch.tensor([0.1, 0.6, 0.3])))
     assert [tree.tokens[c] for c in tree.candidates[0]] == [1, 2]

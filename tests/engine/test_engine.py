@@ -43,7 +43,7 @@ def test_one_step_expected_block_efficiency(name):
     for i in range(400):
         engine.reset()
         step = engine.step([3, 4, 5], prompt_generator(1, str(i)), Generation())
-        exact.append(1.0 + expected_accepted(step.tree, step.q))
+        exact.append(1.0 + expected_accepted(step.tree, step.q, engine.drafter.rule))
         measured.append(float(len(step.emitted)))
     exact_t, measured_t = torch.tensor(exact), torch.tensor(measured)
     stderr = (measured_t - exact_t).std() / len(exact) ** 0.5
@@ -57,7 +57,7 @@ def test_sd_expected_block_efficiency_closed_form():
     engine = Engine(CausalLM(target), CausalLM(target), SD(3), SamplingParams(1.0), [], 16)
     engine.reset()
     step = engine.step([3, 4, 5], prompt_generator(0, "x"), Generation())
-    assert abs(1 + expected_accepted(step.tree, step.q) - 4.0) < 1e-5
+    assert abs(1 + expected_accepted(step.tree, step.q, "sd") - 4.0) < 1e-5
     assert len(step.emitted) == 4
 
 

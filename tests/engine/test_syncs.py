@@ -10,7 +10,6 @@ token. Methods not there yet are held at their measured ceiling, so a regression
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import torch
@@ -21,6 +20,7 @@ from rsd.drafters import AR, BV, PLD, RSDC, RSDS, SD, TV, SpecInfer, SpecTr
 from rsd.engine import Engine
 from rsd.models.adapter import CausalLM
 from rsd.models.tiny import tiny_pair
+from rsd.paths import CONF_DIR
 from rsd.sampling import SamplingParams, prompt_generator
 
 READS = {"item", "tolist", "__bool__", "__float__", "__int__", "__index__", "nonzero", "numpy", "cpu", "__array__"}
@@ -84,8 +84,7 @@ def step_reads(engine: Engine, prompts: int = 3, new_tokens: int = 10) -> list[t
 
 
 def test_every_builtin_drafter_is_counted():
-    conf = Path(__file__).parents[2] / "conf" / "drafter"
-    assert {yaml.safe_load(f.read_text())["name"] for f in conf.glob("*.yaml")} == set(METHODS)
+    assert {yaml.safe_load(f.read_text())["name"] for f in (CONF_DIR / "drafter").glob("*.yaml")} == set(METHODS)
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))

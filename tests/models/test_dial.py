@@ -21,7 +21,7 @@ def mean_expected_tokens(engine: Engine, steps: int = 40) -> float:
     for i in range(steps):
         engine.reset()
         step = engine.step([3, 4, 5], prompt_generator(0, str(i)), Generation())
-        total += 1.0 + expected_accepted(step.tree, step.q)
+        total += 1.0 + expected_accepted(step.tree, step.q, engine.drafter.rule)
     return total / steps
 
 

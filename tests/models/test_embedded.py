@@ -97,14 +97,20 @@ def test_the_default_draft_has_a_trimmed_head_and_the_v1_pair_still_loads(pair):
     assert v1.vocab_size == pair.vocab_size and not isinstance(v1.draft.model, TrimmedLlamaForCausalLM)
 
 
+@pytest.fixture(scope="module")
+def greedy_reference(pair):
+    """(prompt, AR's 24 greedy tokens after it): decoded once, the reference every drafter must reproduce."""
+    prompt = pair.encode_prompt(load_builtin("dolly_builtin")[1].prompt)
+    want = Engine(pair.target, None, AR(), SamplingParams(0.0), pair.eos_token_ids, pair.vocab_size).generate(
+        prompt, 24, prompt_generator(0, "g")).new_token_ids
+    return prompt, want
+
+
 @pytest.mark.parametrize("drafter", [SD(4), SpecInfer(3, 4), SpecTr(3, 4), RSDC([3, 1, 1, 1]), RSDS(3, 4)],
                          ids=lambda d: d.name)
-def test_greedy_identity_on_the_embedded_pair(pair, drafter):
-    greedy = SamplingParams(0.0)
-    prompt = pair.encode_prompt(load_builtin("dolly_builtin")[1].prompt)
-    want = Engine(pair.target, None, AR(), greedy, pair.eos_token_ids, pair.vocab_size).generate(
-        prompt, 24, prompt_generator(0, "g")).new_token_ids
-    got = Engine(pair.target, pair.draft, drafter, greedy, pair.eos_token_ids, pair.vocab_size).generate(
+def test_greedy_identity_on_the_embedded_pair(pair, greedy_reference, drafter):
+    prompt, want = greedy_reference
+    got = Engine(pair.target, pair.draft, drafter, SamplingParams(0.0), pair.eos_token_ids, pair.vocab_size).generate(
         prompt, 24, prompt_generator(0, "g")).new_token_ids
     assert got == want
 

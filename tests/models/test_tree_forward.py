@@ -55,7 +55,7 @@ def test_draft_levels_equal_sequential(arch):
     """DraftContext expands level by level with the tree mask; each node's p equals the sequential draft law."""
     _, draft = tiny_pair(arch, VOCAB)
     prompt = [5, 9, 2, 7, 11]
-    tree = DraftTree.with_root(prompt[-1], "rsd")
+    tree = DraftTree.with_root(prompt[-1])
     lm = CausalLM(draft)
     lm.reset()
     params = SamplingParams(0.7, top_k=20)

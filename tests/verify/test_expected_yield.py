@@ -31,8 +31,8 @@ from rsd.verify.walk import Walk
 class NoResidualWalk(Walk):
     """A biased estimator: the residual token of a fully rejected node is not counted."""
 
-    def expected_yield(self, tree, q, eos):
-        rule = get_rule(tree.rule)
+    def expected_yield(self, tree, q, eos, rule):
+        rule = get_rule(rule)
 
         def from_node(v):
             cands = tree.candidates.get(v, [])
@@ -49,14 +49,14 @@ class NoResidualWalk(Walk):
 
 
 CASES = [
-    ("walk", partial(draft_chain, length=4, rule="sd")), ("block", partial(draft_chain, length=4)),
-    ("walk", partial(draft_without_replacement, branching=[3, 1, 1])),
-    ("traversal", partial(draft_without_replacement, branching=[3, 1, 1])),
-    ("walk", partial(draft_without_replacement, branching=[2, 2, 1])),
-    ("traversal", partial(draft_without_replacement, branching=[2, 2, 1])),
-    ("walk", partial(draft_iid_trie, k=3, length=3, rule="specinfer")),
-    ("walk", partial(draft_iid_trie, k=3, length=2, rule="kseq")),
-    ("traversal", partial(draft_iid_trie, k=3, length=3)),
+    ("walk", partial(draft_chain, length=4), "sd"), ("block", partial(draft_chain, length=4), "sd"),
+    ("walk", partial(draft_without_replacement, branching=[3, 1, 1]), "rsd"),
+    ("traversal", partial(draft_without_replacement, branching=[3, 1, 1]), "rsd"),
+    ("walk", partial(draft_without_replacement, branching=[2, 2, 1]), "rsd"),
+    ("traversal", partial(draft_without_replacement, branching=[2, 2, 1]), "rsd"),
+    ("walk", partial(draft_iid_trie, k=3, length=3), "specinfer"),
+    ("walk", partial(draft_iid_trie, k=3, length=2), "kseq"),
+    ("traversal", partial(draft_iid_trie, k=3, length=3), "specinfer"),
 ]
 
 
@@ -69,18 +69,18 @@ def random_trees(draft, n, vocab=4, kinds=("random", "sparse", "disjoint")):
         yield tree, target_rows(tree, laws)
 
 
-@pytest.mark.parametrize("verifier,draft", CASES)
-def test_expected_yield_equals_the_enumerated_mean(verifier, draft):
+@pytest.mark.parametrize("verifier,draft,rule", CASES)
+def test_expected_yield_equals_the_enumerated_mean(verifier, draft, rule):
     """To 1e-12 on random trees (vocabulary 4, depth 2-4), without and with an EOS token."""
     v = get_verifier(verifier)
     for tree, q in random_trees(draft, 6):
         for eos in (frozenset(), frozenset({1})):
-            assert abs(v.expected_yield(tree, q, eos) - enumerated_yield(v, tree, q, eos)) < 1e-12
+            assert abs(v.expected_yield(tree, q, eos, rule) - enumerated_yield(v, tree, q, rule, eos)) < 1e-12
 
 
 def test_biased_yield_fails_the_enumerated_mean():
     draft = partial(draft_without_replacement, branching=[2, 1])
-    assert max(abs(NoResidualWalk().expected_yield(t, q, frozenset()) - enumerated_yield(Walk(), t, q))
+    assert max(abs(NoResidualWalk().expected_yield(t, q, frozenset(), "rsd") - enumerated_yield(Walk(), t, q, "rsd"))
                for t, q in random_trees(draft, 4)) > 0.05
 
 
@@ -88,14 +88,14 @@ def test_tree_level_verifiers_accept_at_least_as_much_on_average():
     """§9: block >= the SD walk and traversal >= the RSD walk in expectation over the drafted trees (exactly
     enumerated). Not tree by tree: on some single chains block expects fewer tokens than the SD walk."""
     lower_on_some_tree = False
-    for draft, better in ((partial(draft_chain, length=3), "block"),
-                          (partial(draft_without_replacement, branching=[2, 2]), "traversal")):
+    for draft, rule, better in ((partial(draft_chain, length=3), "sd", "block"),
+                                (partial(draft_without_replacement, branching=[2, 2]), "rsd", "traversal")):
         gains = []
         for seed in range(4):
             laws = PrefixLaws(3, seed)
             gain = 0.0
             for tree, w in enumerate_outcomes(lambda coins, laws=laws, draft=draft: draft(laws, coins)):
-                e = expected_yields(tree, target_rows(tree, laws), ("walk", better))
+                e = expected_yields(tree, target_rows(tree, laws), rule, ("walk", better))
                 gain += w * (e[better] - e["walk"])
                 lower_on_some_tree |= e[better] < e["walk"] - 1e-9
             gains.append(gain)

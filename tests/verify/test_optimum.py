@@ -159,26 +159,26 @@ def test_quadrature_grid_and_step_meet_their_error_bounds(monkeypatch):
 
 
 CASES = [
-    ("walk", "single", partial(draft_chain, length=2, rule="sd")),
-    ("block", "single", partial(draft_chain, length=3)),
-    ("walk", "without_replacement", partial(draft_without_replacement, branching=[2, 1])),
-    ("walk", "without_replacement", partial(draft_without_replacement, branching=[3])),
-    ("traversal", "without_replacement", partial(draft_without_replacement, branching=[2, 2])),
-    ("walk", "iid", partial(draft_iid_trie, k=2, length=2, rule="specinfer")),
-    ("walk", "iid", partial(draft_iid_trie, k=3, length=1, rule="kseq")),
-    ("traversal", "iid", partial(draft_iid_trie, k=2, length=2)),
+    ("walk", "single", partial(draft_chain, length=2), "sd"),
+    ("block", "single", partial(draft_chain, length=3), "sd"),
+    ("walk", "without_replacement", partial(draft_without_replacement, branching=[2, 1]), "rsd"),
+    ("walk", "without_replacement", partial(draft_without_replacement, branching=[3]), "rsd"),
+    ("traversal", "without_replacement", partial(draft_without_replacement, branching=[2, 2]), "rsd"),
+    ("walk", "iid", partial(draft_iid_trie, k=2, length=2), "specinfer"),
+    ("walk", "iid", partial(draft_iid_trie, k=3, length=1), "kseq"),
+    ("traversal", "iid", partial(draft_iid_trie, k=2, length=2), "specinfer"),
 ]
 
 
-@pytest.mark.parametrize("verifier,scheme,draft", CASES)
-def test_no_verifier_beats_the_optimum(verifier, scheme, draft):
+@pytest.mark.parametrize("verifier,scheme,draft,rule", CASES)
+def test_no_verifier_beats_the_optimum(verifier, scheme, draft, rule):
     """E[root acceptance] over the exactly enumerated drafts <= alpha* (a theorem: a violation is a bug); the SD
     walk and Block verification reach it at K = 1."""
     v = get_verifier(verifier)
     for seed, kind in enumerate(("random", "sparse", "disjoint", "random")):
         laws = PrefixLaws(4, seed, kind)
         outcomes = enumerate_outcomes(lambda coins, laws=laws: draft(laws, coins))
-        mean = sum(w * v.root_acceptance(tree, target_rows(tree, laws)) for tree, w in outcomes)
+        mean = sum(w * v.root_acceptance(tree, target_rows(tree, laws), rule) for tree, w in outcomes)
         tree = outcomes[0][0]
         bound = root_optimum(tree.draft_probs[0], laws.q(()), len(tree.candidates[0]), scheme)
         assert mean <= bound + 1e-12
@@ -186,19 +186,19 @@ def test_no_verifier_beats_the_optimum(verifier, scheme, draft):
             assert mean == pytest.approx(bound, abs=1e-12)
 
 
-@pytest.mark.parametrize("verifier,draft", [(v, d) for v, _, d in CASES])
-def test_root_acceptance_reused_from_expected_yield_only_for_the_same_tree(verifier, draft):
+@pytest.mark.parametrize("verifier,draft,rule", [(v, d, r) for v, _, d, r in CASES])
+def test_root_acceptance_reused_from_expected_yield_only_for_the_same_tree(verifier, draft, rule):
     """root_acceptance right after expected_yield on a tree equals a fresh verifier's value, and after expected_yield
     on another tree it is not the other tree's value."""
     laws = PrefixLaws(4, 0)
     trees = [(tree, target_rows(tree, laws)) for tree, _ in enumerate_outcomes(lambda coins: draft(laws, coins))]
-    fresh = [get_verifier(verifier).root_acceptance(tree, q) for tree, q in trees]
+    fresh = [get_verifier(verifier).root_acceptance(tree, q, rule) for tree, q in trees]
     v = get_verifier(verifier)
     for (tree, q), value in zip(trees, fresh):
-        v.expected_yield(tree, q, frozenset())
-        assert v.root_acceptance(tree, q) == pytest.approx(value, abs=1e-12)
+        v.expected_yield(tree, q, frozenset(), rule)
+        assert v.root_acceptance(tree, q, rule) == pytest.approx(value, abs=1e-12)
     other = next(i for i, value in enumerate(fresh) if abs(value - fresh[-1]) > 1e-6)
-    assert v.root_acceptance(*trees[other]) == pytest.approx(fresh[other], abs=1e-12)
+    assert v.root_acceptance(*trees[other], rule) == pytest.approx(fresh[other], abs=1e-12)
 
 
 def test_a_verifier_accepting_more_than_lossless_fails():

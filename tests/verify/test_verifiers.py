@@ -41,39 +41,39 @@ def depth(draft) -> int:
     return kw["length"] if "length" in kw else len(kw["branching"])
 
 
-def worst_tv(verifier, draft, vocab=3, seeds=(0, 1, 2), kinds=LAW_KINDS, eos=frozenset()) -> float:
-    return max(tree_law_error(verifier, PrefixLaws(vocab, seed, kind), draft, depth(draft) + 1, eos)
+def worst_tv(verifier, draft, rule, vocab=3, seeds=(0, 1, 2), kinds=LAW_KINDS, eos=frozenset()) -> float:
+    return max(tree_law_error(verifier, PrefixLaws(vocab, seed, kind), draft, depth(draft) + 1, rule, eos)
                for kind in kinds for seed in seeds)
 
 
 # --- exactness --------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("verifier,draft", [
-    ("walk", CHAIN3), ("block", CHAIN2), ("block", CHAIN3),
-    ("walk", RSDC22), ("traversal", RSDC22), ("traversal", RSDC31),
-    ("walk", partial(TRIE22, rule="specinfer")), ("traversal", TRIE22),
+@pytest.mark.parametrize("verifier,draft,rule", [
+    ("walk", CHAIN3, "sd"), ("block", CHAIN2, "sd"), ("block", CHAIN3, "sd"),
+    ("walk", RSDC22, "rsd"), ("traversal", RSDC22, "rsd"), ("traversal", RSDC31, "rsd"),
+    ("walk", TRIE22, "specinfer"), ("traversal", TRIE22, "specinfer"),
 ])
-def test_verifier_is_exact_on_enumerated_trees(verifier, draft):
+def test_verifier_is_exact_on_enumerated_trees(verifier, draft, rule):
     """Peaked, truncated, one-hot (greedy) and disjoint-support laws; vocabulary 3, depth 2-3."""
-    assert worst_tv(get_verifier(verifier), draft) <= EXACT
+    assert worst_tv(get_verifier(verifier), draft, rule) <= EXACT
 
 
-@pytest.mark.parametrize("verifier,draft", [("walk", RSDC22), ("block", CHAIN3), ("traversal", RSDC22),
-                                            ("traversal", TRIE22)])
-def test_verifier_is_exact_with_eos(verifier, draft):
+@pytest.mark.parametrize("verifier,draft,rule", [("walk", RSDC22, "rsd"), ("block", CHAIN3, "sd"),
+                                                 ("traversal", RSDC22, "rsd"), ("traversal", TRIE22, "specinfer")])
+def test_verifier_is_exact_with_eos(verifier, draft, rule):
     """An emitted EOS ends the step: the law of sequences cut at EOS is still the target's."""
-    draft = partial(draft, rule="specinfer") if draft is TRIE22 and verifier == "walk" else draft
-    assert worst_tv(get_verifier(verifier), draft, kinds=("random", "sparse"), eos=frozenset({0})) <= EXACT
+    assert worst_tv(get_verifier(verifier), draft, rule, kinds=("random", "sparse"), eos=frozenset({0})) <= EXACT
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("verifier,draft,vocab", [
-    ("traversal", partial(draft_without_replacement, branching=[3, 1, 1]), 3), ("traversal", RSDC22, 4),
-    ("traversal", partial(draft_iid_trie, k=3, length=2), 3), ("traversal", partial(draft_iid_trie, k=2, length=3), 3),
-    ("block", CHAIN3, 4), ("walk", partial(draft_without_replacement, branching=[2, 1, 1]), 3),
+@pytest.mark.parametrize("verifier,draft,rule,vocab", [
+    ("traversal", partial(draft_without_replacement, branching=[3, 1, 1]), "rsd", 3),
+    ("traversal", RSDC22, "rsd", 4), ("traversal", partial(draft_iid_trie, k=3, length=2), "specinfer", 3),
+    ("traversal", partial(draft_iid_trie, k=2, length=3), "specinfer", 3), ("block", CHAIN3, "sd", 4),
+    ("walk", partial(draft_without_replacement, branching=[2, 1, 1]), "rsd", 3),
 ])
-def test_verifier_is_exact_on_larger_trees(verifier, draft, vocab):
-    assert worst_tv(get_verifier(verifier), draft, vocab=vocab, seeds=(0,), kinds=("random", "sparse")) <= EXACT
+def test_verifier_is_exact_on_larger_trees(verifier, draft, rule, vocab):
+    assert worst_tv(get_verifier(verifier), draft, rule, vocab=vocab, seeds=(0,), kinds=("random", "sparse")) <= EXACT
 
 
 def test_traversal_equals_block_on_a_chain():
@@ -96,9 +96,9 @@ def test_traversal_equals_block_on_a_chain():
 
 # --- the oracle can fail: §9's bugs and §7's pitfalls ------------------------------------------------------------
 
-def fails(verifier, drafts, vocab=3, seeds=(0, 1, 2), kinds=("random",)) -> bool:
+def fails(verifier, drafts, rule, vocab=3, seeds=(0, 1, 2), kinds=("random",)) -> bool:
     """True as soon as one case is off the target's law by TV > 1e-3 (every planted bug must reach that)."""
-    return any(tree_law_error(verifier, PrefixLaws(vocab, seed, kind), d, depth(d) + 1)
+    return any(tree_law_error(verifier, PrefixLaws(vocab, seed, kind), d, depth(d) + 1, rule)
                for d in drafts for kind in kinds for seed in seeds)
 
 
@@ -142,7 +142,7 @@ class HIsA(Block):
 
 @pytest.mark.parametrize("bug", [ResidualWithQ, ZWithPreviousA, EarlyStop, HIsA])
 def test_block_bugs_fail_the_oracle(bug):
-    assert fails(bug(), [CHAIN2, CHAIN3])
+    assert fails(bug(), [CHAIN2, CHAIN3], "sd")
 
 
 def _residual_after_removal(self, a):
@@ -214,16 +214,16 @@ TRAVERSAL_BUGS = {
 
 @pytest.mark.parametrize("bug", sorted(TRAVERSAL_BUGS))
 def test_traversal_bugs_fail_the_oracle(bug):
-    assert fails(traversal_with(**TRAVERSAL_BUGS[bug]), [RSDC22, RSDC31])
+    assert fails(traversal_with(**TRAVERSAL_BUGS[bug]), [RSDC22, RSDC31], "rsd")
 
 
 def test_traversal_with_draft_update_on_unmerged_iid_children_fails():
     """§9: i.i.d. children kept as separate siblings (duplicates not merged) must not lose tokens from P."""
     unmerged = [partial(draft_iid_trie, k=3, length=1, merge=False),
                 partial(draft_iid_trie, k=2, length=2, merge=False)]
-    assert fails(get_verifier("traversal"), unmerged, vocab=4, seeds=range(4), kinds=("random", "sparse"))
+    assert fails(get_verifier("traversal"), unmerged, "specinfer", vocab=4, seeds=range(4), kinds=("random", "sparse"))
     merged = [partial(d, merge=True) for d in unmerged]
-    assert max(worst_tv(get_verifier("traversal"), d, vocab=4, seeds=range(4), kinds=("random", "sparse"))
+    assert max(worst_tv(get_verifier("traversal"), d, "specinfer", vocab=4, seeds=range(4), kinds=("random", "sparse"))
                for d in merged) <= EXACT  # the merged trie, same laws: exact
 
 
@@ -240,12 +240,12 @@ def _token_order(draft):
 
 @pytest.mark.parametrize("pitfall", ["fixed p on distinct drafts", "token-id order"])
 def test_walk_pitfalls_fail_the_tree_oracle(pitfall):
-    draft = partial(RSDC22, rule="specinfer") if pitfall.startswith("fixed") else _token_order(RSDC22)
-    assert fails(get_verifier("walk"), [draft])
+    draft, rule = (RSDC22, "specinfer") if pitfall.startswith("fixed") else (_token_order(RSDC22), "rsd")
+    assert fails(get_verifier("walk"), [draft], rule)
 
 
 def test_traversal_token_order_fails_the_tree_oracle():
-    assert fails(get_verifier("traversal"), [_token_order(RSDC22)])
+    assert fails(get_verifier("traversal"), [_token_order(RSDC22)], "rsd")
 
 
 def test_wrong_residual_draw_in_verify_node_fails_both_oracles(monkeypatch):
@@ -262,7 +262,7 @@ def test_wrong_residual_draw_in_verify_node_fails_both_oracles(monkeypatch):
     for module in (rsd.rules, rsd.oracles, rsd.verify.walk):
         monkeypatch.setattr(module, "verify_node", buggy)
     assert float((node_output_law("rsd", q, p, 2, "without_replacement") - q).abs().max())
-    assert fails(get_verifier("walk"), [RSDC22])
+    assert fails(get_verifier("walk"), [RSDC22], "rsd")
 
 
 # --- one definition of acceptance -------------------------------------------------------------------------------
