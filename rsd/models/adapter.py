@@ -103,8 +103,9 @@ class SlotLayer(DynamicLayer):
             self.lazy_initialization(key_states, value_states)
             shape = (*key_states.shape[:-2], self.owner.capacity, key_states.shape[-1])
             self.keys, self.values = key_states.new_zeros(shape), value_states.new_zeros(shape)
-        self.keys.index_copy_(2, self.owner.slots, key_states)
-        self.values.index_copy_(2, self.owner.slots, value_states)
+        slots = self.owner.slots.to(key_states.device)  # layers may sit on other devices under device_map
+        self.keys.index_copy_(2, slots, key_states)
+        self.values.index_copy_(2, slots, value_states)
         return self.keys, self.values
 
     def get_seq_length(self) -> int:
@@ -150,6 +151,9 @@ class CausalLM:
             # one cache object for the model's life: a compiled forward guards on it, so a new one would recompile
             if self.cache is None:
                 self.cache = DynamicCache(config=self.model.config)
+                if any(type(layer) is not DynamicLayer for layer in self.cache.layers):
+                    raise ValueError("static forwards support full-attention layers only (this model has others): "
+                                     "set model_pair.static_forward to null")
                 self.cache.layers = [SlotLayer(self) for _ in self.cache.layers]
             self.length = 0
             return
