@@ -20,4 +20,3 @@ def test_gpu_paper_shapes_scaled_down(capsys):
         assert row["target_fwd"] > 0 and 0 <= row["outside"] < 1 and row["rate"] > 0
         assert (row["draft_fwd"] > 0) == (row["method"] != "ar")
     assert "target forward ms vs tokens scored" in printed and "SCALED DOWN" in printed
-
