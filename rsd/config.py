@@ -137,6 +137,8 @@ class RunConfig:
         ident = {k: v for k, v in cfg.items() if k not in NON_IDENTITY_KEYS}
         ident["drafter"] = {"name": self.drafter.method, "_target_": self.drafter.target,
                             "shape": dict(shape)}
+        if ident["model_pair"].get("static_forward") is None:  # eager forwards: the identity runs had before the key
+            ident["model_pair"] = {k: v for k, v in ident["model_pair"].items() if k != "static_forward"}
         ident["budget"] = ({k: v for k, v in cfg["budget"].items() if k not in SHAPE_FILTER_KEYS} if uses_draft
                            else None)
         if ident["budget"] and isinstance(ident["budget"].get("select"), Mapping):

@@ -22,7 +22,7 @@ from rsd.budgets import Budget
 from rsd.errors import ConfigError
 from rsd.logger import check_wandb_credentials
 from rsd.metrics import TASK_METRIC
-from rsd.models.spec import looks_like_local_path
+from rsd.models.spec import STATIC_MODES, looks_like_local_path
 from rsd.paths import CONF_DIR
 from rsd.registry import DATASETS, EMBEDDED_MODELS, LOGGERS, TINY_MODELS, lookup
 from rsd.selection import selection_config
@@ -173,6 +173,10 @@ def _check_model_pair(m: Mapping[str, Any]) -> None:
         raise ConfigError(f"model_pair.dtype={dtype!r} is not a dtype rsd loads models in; use "
                           f"{', '.join(DTYPES)} (float16/bfloat16 on GPUs), or auto (bfloat16 where this machine "
                           "runs it fast)")
+    static = m.get("static_forward")
+    if static is not None and static not in STATIC_MODES[1:]:
+        raise ConfigError(f"model_pair.static_forward={static!r} is not a static-shape forward mode; use null (eager "
+                          f"forwards), {' or '.join(STATIC_MODES[1:])} (benchmarks/README.md, static_compile.py)")
     mix = m.get("mix")
     if mix is not None and not (_is_number(mix) and 0 <= mix <= 1):
         raise ConfigError(f"model_pair.mix={mix!r} must be a number in [0, 1] (the acceptance dial: 0 drafts from "

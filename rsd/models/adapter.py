@@ -9,6 +9,11 @@ The KV cache is a preallocated buffer per layer (`BufferLayer`): a forward write
 attention reads a view of the filled part, so appending costs O(new tokens), not a concatenation of the whole
 cache. Keeping an accepted path (pitfall 6) moves the path's entries into place behind the kept prefix and crops: it
 costs O(path), not a gather of the whole context.
+
+With `static` set ("buffers", or "compile" for torch.compile), forwards of up to 32 tokens run at fixed shapes: the
+queries are padded to a power of two, the cache is one buffer per layer of fixed capacity (256, doubled when full)
+written at slot indices, and attention reads the whole buffer under a mask that hides unwritten, stale and padding
+slots. Each (padded q, capacity) compiles once per model; longer forwards (a prefill) run uncompiled at their shape.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
+
+from rsd.models.spec import STATIC_MODES
 
 
 class BufferLayer(DynamicLayer):
@@ -68,20 +75,62 @@ class BufferLayer(DynamicLayer):
 
     def compact(self, prefix: int, moved: torch.Tensor) -> None:
         """Keep entries [0, prefix) and then the entries at `moved` (ascending, all >= prefix), dropping the rest."""
-        m = len(moved)
-        if m:
-            idx = moved.to(self._kbuf.device)
-            # index_select copies the sources first, so overlapping source/destination ranges are safe
-            self._kbuf[:, :, prefix: prefix + m] = self._kbuf.index_select(2, idx)
-            self._vbuf[:, :, prefix: prefix + m] = self._vbuf.index_select(2, idx)
-        self.length = prefix + m
+        move_entries(self._kbuf, prefix, moved)
+        move_entries(self._vbuf, prefix, moved)
+        self.length = prefix + len(moved)
         self._view()
+
+
+def move_entries(buf: torch.Tensor, prefix: int, moved: torch.Tensor) -> None:
+    """Copy a [1, heads, seq, dim] buffer's entries at `moved` (ascending, all >= prefix) to [prefix, prefix + m)."""
+    if len(moved):
+        # index_select copies the sources first, so overlapping source/destination ranges are safe
+        buf[:, :, prefix: prefix + len(moved)] = buf.index_select(2, moved.to(buf.device))
+
+
+class SlotLayer(DynamicLayer):
+    """A full-attention layer's KV buffer of the owner's capacity (batch 1, seq dim -2): a forward writes its entries
+    at the owner's `slots` and attends over the whole buffer, whose unwritten, stale or padding slots the mask hides."""
+
+    def __init__(self, owner: CausalLM) -> None:
+        super().__init__()
+        self.owner = owner
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write the new entries at the owner's slots (first resizing the buffer to its capacity); return it whole."""
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+            shape = (*key_states.shape[:-2], self.owner.capacity, key_states.shape[-1])
+            self.keys, self.values = key_states.new_zeros(shape), value_states.new_zeros(shape)
+        slots = self.owner.slots.to(key_states.device)  # layers may sit on other devices under device_map
+        self.keys.index_copy_(2, slots, key_states)
+        self.values.index_copy_(2, slots, value_states)
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.owner.capacity
+
+    def grow(self, capacity: int) -> None:
+        """Move the entries into a buffer of a larger `capacity` (no-op before the first write)."""
+        if self.is_initialized:
+            keys = self.keys.new_zeros((*self.keys.shape[:-2], capacity, self.keys.shape[-1]))
+            values = self.values.new_zeros(keys.shape)
+            keys[:, :, : self.keys.shape[-2]], values[:, :, : self.values.shape[-2]] = self.keys, self.values
+            self.keys, self.values = keys, values
+
+
+PAD_QS = (1, 2, 4, 8, 16, 32)  # a static forward pads its queries to one of these; a longer one runs at its own shape
+MIN_CAPACITY = 256
+RECOMPILE_LIMIT = 64  # every CausalLM, padded q and capacity is one more guard set on the same compiled code
 
 
 class CausalLM:
     """A causal LM with one KV cache (batch 1): tree-masked forward and cache compaction by move-and-crop."""
 
-    def __init__(self, model: PreTrainedModel) -> None:
+    def __init__(self, model: PreTrainedModel, static: str = "off") -> None:
+        if static not in STATIC_MODES:
+            raise ValueError(f"static={static!r}: use one of {', '.join(STATIC_MODES)}")
         self.model = model.eval()
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
@@ -89,15 +138,33 @@ class CausalLM:
         self.num_params = sum(p.numel() for p in model.parameters())
         self._zero = torch.zeros((), dtype=self.dtype, device=self.device)
         self._neg = torch.full((), torch.finfo(self.dtype).min, dtype=self.dtype, device=self.device)
+        self.static = static
+        self.length = 0  # filled slots of a static cache
+        self.capacity = MIN_CAPACITY
+        self.slots = torch.zeros(0, dtype=torch.long, device=self.device)
+        self._slot_bufs: dict[int, torch.Tensor] = {}
+        self._padded = torch.compile(self._run, dynamic=False) if static == "compile" else self._run
 
     def reset(self) -> None:
         """Forget the cache (start of a new sequence)."""
+        if self.static != "off":
+            # one cache object for the model's life: a compiled forward guards on it, so a new one would recompile
+            if self.cache is None:
+                self.cache = DynamicCache(config=self.model.config)
+                if any(type(layer) is not DynamicLayer for layer in self.cache.layers):
+                    raise ValueError("static forwards support full-attention layers only (this model has others): "
+                                     "set model_pair.static_forward to null")
+                self.cache.layers = [SlotLayer(self) for _ in self.cache.layers]
+            self.length = 0
+            return
         self.cache = DynamicCache(config=self.model.config)
         # Plain full-attention layers get the in-place buffer; other layer kinds (sliding windows) stay as they are.
         self.cache.layers = [BufferLayer() if type(layer) is DynamicLayer else layer for layer in self.cache.layers]
 
     @property
     def cached_len(self) -> int:
+        if self.static != "off":
+            return self.length
         return 0 if self.cache is None else self.cache.get_seq_length()
 
     @torch.inference_mode()
@@ -116,6 +183,9 @@ class CausalLM:
                 raise ValueError(f"mask shape {tuple(attend.shape)} != ({len(tokens)}, "
                                  f"{self.cached_len + len(tokens)})")
             attend = attend.to(self.device, non_blocking=True)
+        if self.static != "off":
+            return self._static_forward(tokens, positions, attend, last)
+        if attend is not None:
             mask = torch.where(attend, self._zero, self._neg)[None, None]
         out = self.model(
             input_ids=tokens.to(self.device, non_blocking=True)[None],
@@ -127,10 +197,53 @@ class CausalLM:
         )
         return out.logits[0]
 
+    def _run(self, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, last: int = 0) -> torch.Tensor:
+        return self.model(input_ids=ids, position_ids=pos, attention_mask=mask, cache=self.cache, use_cache=True,
+                          logits_to_keep=last).logits
+
+    def _static_forward(self, tokens: torch.Tensor, positions: torch.Tensor, attend: torch.Tensor | None,
+                        last: int) -> torch.Tensor:
+        """CausalLM.forward at fixed shapes: k tokens written to slots [length, length + k), padded to q slots."""
+        k, start = len(tokens), self.length
+        q = next((p for p in PAD_QS if p >= k), k)
+        if start + q > self.capacity:
+            while start + q > self.capacity:
+                self.capacity *= 2
+            for layer in self.cache.layers:
+                layer.grow(self.capacity)
+        if attend is None:
+            attend = torch.ones(k, start + k, dtype=torch.bool, device=self.device).tril(start)
+        allowed = torch.zeros(q, self.capacity, dtype=torch.bool, device=self.device)
+        allowed[:k, : start + k] = attend
+        pad = torch.arange(k, q, device=self.device)
+        allowed[pad, start + pad] = True  # a padding row sees its own slot only; no real row sees a padding slot
+        mask = torch.where(allowed, self._zero, self._neg)[None, None]
+        ids = torch.zeros(1, q, dtype=torch.long, device=self.device)
+        ids[0, :k] = tokens.to(self.device, non_blocking=True)
+        pos = torch.zeros(1, q, dtype=torch.long, device=self.device)
+        pos[0, :k] = positions.to(self.device, non_blocking=True)
+        if q not in self._slot_bufs:
+            self._slot_bufs[q] = torch.zeros(q, dtype=torch.long, device=self.device)
+        self.slots = torch.arange(start, start + q, device=self.device, out=self._slot_bufs[q])
+        if q in PAD_QS:
+            with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+                logits = self._padded(ids, pos, mask)[0, :k]
+            logits = logits[k - last:] if last else logits
+        else:
+            logits = self._run(ids, pos, mask, last)[0]
+        self.length = start + k
+        return logits
+
     @torch.inference_mode()
     def compact(self, prefix: int, moved: torch.Tensor) -> None:
         """Keep cache entries [0, prefix) followed by the entries at `moved` (ascending, >= prefix): O(len(moved))."""
         moved = moved.to(self.device)  # one host-to-device copy; a no-op for layers on the model's first device
+        if self.static != "off":
+            for layer in self.cache.layers:
+                move_entries(layer.keys, prefix, moved)
+                move_entries(layer.values, prefix, moved)
+            self.length = prefix + len(moved)
+            return
         for layer in self.cache.layers:  # layers may sit on different GPUs under device_map="auto"
             if isinstance(layer, BufferLayer):
                 layer.compact(prefix, moved)

@@ -342,8 +342,9 @@ def load_pair(cfg: Mapping[str, Any], need_draft: bool = True) -> ModelPair:
         tok = ByteTokenizer()
         if target.config.vocab_size < len(tok):
             raise ConfigError(f"tiny pairs need tiny.vocab_size >= {len(tok)} for the byte tokenizer")
-        return ModelPair(cfg["name"], CausalLM(target), draft_lm(draft, target, cfg) if need_draft else None, tok,
-                         False, [tok.eos_token_id], target.config.vocab_size)
+        return ModelPair(cfg["name"], CausalLM(target, static_mode(cfg)),
+                         draft_lm(draft, target, cfg) if need_draft else None, tok, False, [tok.eos_token_id],
+                         target.config.vocab_size)
     tok = _load_tokenizer(cfg.get("tokenizer") or cfg["target"])
     draft_model = None
     if need_draft:
@@ -360,7 +361,7 @@ def load_pair(cfg: Mapping[str, Any], need_draft: bool = True) -> ModelPair:
     if vocab < len(tok):
         raise TokenizerMismatchError(f"a model's output layer ({vocab} rows) is narrower than the tokenizer "
                                      f"({len(tok)} tokens)")
-    return ModelPair(cfg["name"], CausalLM(target_model),
+    return ModelPair(cfg["name"], CausalLM(target_model, static_mode(cfg)),
                      draft_lm(draft_model, target_model, cfg) if draft_model is not None else None, tok,
                      bool(cfg.get("chat", False)), eos_ids(tok, target_model), vocab)
 
@@ -368,8 +369,14 @@ def load_pair(cfg: Mapping[str, Any], need_draft: bool = True) -> ModelPair:
 def draft_lm(draft_model: Any, target_model: Any, cfg: Mapping[str, Any]) -> CausalLM | MixtureLM:
     """The pair's draft with its own KV cache; with `mix` set, the acceptance dial's mixture with the target."""
     if cfg.get("mix") is None:
-        return CausalLM(draft_model)
-    return MixtureLM(CausalLM(draft_model), CausalLM(target_model), float(cfg["mix"]))
+        return CausalLM(draft_model, static_mode(cfg))
+    return MixtureLM(CausalLM(draft_model, static_mode(cfg)), CausalLM(target_model, static_mode(cfg)),
+                     float(cfg["mix"]))
+
+
+def static_mode(cfg: Mapping[str, Any]) -> str:
+    """CausalLM's `static` argument for `model_pair.static_forward` (null: off)."""
+    return cfg.get("static_forward") or "off"
 
 
 
