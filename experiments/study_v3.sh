@@ -50,7 +50,7 @@ for stage in $stages; do
       sweep experiment=study_v3_fixed_length dataset=dolly_builtin sampling.temperature=0.6 "$@" ;;
     dial)
       sweep experiment=study_v3_dial "$@"
-      selected=$(selected_at_b14)
+      selected=$(selected_at_b14 | grep -E '^(specinfer|spectr|rsd_c|rsd_s) ' || true)
       [ -n "$selected" ] || { echo "dial at B = 14: run the fixed_compute stage first (no selected shapes)" >&2; exit 1; }
       sweep experiment=study_v3_dial budget=fixed_compute budget.target_tokens=14 drafter=sd "$@"  # the chain L = 14
       while read -r method shape; do
