@@ -24,9 +24,7 @@ from rsd.engine import Engine
 from rsd.logger import make_logger
 from rsd.metrics import corpus_score, summarize_records, task_score
 from rsd.models.hardware import cpu_flags
-from rsd.models.pairs import (
-    ModelPair,
-)
+from rsd.models.pairs import ModelPair
 from rsd.runs import RunPlan
 from rsd.sampling import prompt_generator
 from rsd.store import (

@@ -6,10 +6,7 @@ from typing import Any
 
 from rsd.data import Example
 from rsd.errors import ConfigError
-from rsd.models.pairs import (
-    encode_prompt,
-    text_token_ids,
-)
+from rsd.models.pairs import encode_prompt, text_token_ids
 
 
 class PromptTooLongError(ConfigError):

@@ -22,21 +22,11 @@ from rsd.config import RunConfig
 from rsd.data import Example, load_examples
 from rsd.execute import execute
 from rsd.metrics import metric_name
-from rsd.models.pairs import (
-    ModelPair,
-    load_pair,
-    load_pair_tokenizer,
-    pair_context_length,
-)
+from rsd.models.pairs import ModelPair, load_pair, load_pair_tokenizer, pair_context_length
 from rsd.prompts import check_context, prepare_prompts
 from rsd.runs import RunPlan, plan_runs, resolved, run_inputs
 from rsd.selection import rank_shapes, split_tuning
-from rsd.store import (
-    RunLock,
-    StorageFullError,
-    complete_summary,
-    write_json_atomic,
-)
+from rsd.store import RunLock, StorageFullError, complete_summary, write_json_atomic
 from rsd.validate import check_out_dir
 
 # A job whose run another process holds tries it again every BUSY_POLL_S, after its own runs, for up to BUSY_WAIT_S:
