@@ -103,6 +103,8 @@ CASES = [
     Case(("dataset.max_prompt_tokens=0",), "dataset.max_prompt_tokens"),
     Case(("budget=fixed_compute", "budget.select=5"), "budget.select"),
     Case(("budget=fixed_compute", "budget.select={prompts:2.5}"), "budget.select.prompts"),
+    Case(("budget=fixed_compute", "budget.select={prompts:4,offset:-1}"), "budget.select.offset"),
+    Case(("budget=fixed_compute", "budget.select={prompts:4,new_tokens:0}"), "budget.select.new_tokens"),
     Case(("sampling.temperature=1e-300",), "sampling.temperature"),
     Case(("num_threads=100000",), "num_threads"),
     Case(("drafter=rsd_c", "budget.draft_length=1000000000000"), "budget.draft_length"),
