@@ -20,6 +20,7 @@ from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr  # noqa: E402
 from rsd.drafters.base import Drafter  # noqa: E402
 from rsd.engine import Engine, Generation  # noqa: E402
 from rsd.models.embedded import default_pair_config  # noqa: E402
+from rsd.models.hardware import resolve_dtype  # noqa: E402
 from rsd.models.pairs import load_pair  # noqa: E402
 from rsd.sampling import prompt_generator  # noqa: E402
 
@@ -131,7 +132,7 @@ def profiled(engine: Engine):
 
 def parser_and_prompts(description: str, **extra: dict
                        ) -> tuple[argparse.Namespace, object, list[list[int]], list[str]]:
-    """The options every pair benchmark shares (--pair, --prompts, --max-new-tokens, --threads, --shapes, plus
+    """The options every pair benchmark shares (--pair, --prompts, --max-new-tokens, --threads, --shapes, --dtype, plus
     `extra` name -> add_argument kwargs), parsed; then the loaded pair, the prompts' ids and the shape labels."""
     ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", choices=sorted(PAIRS), default="tiny")
@@ -139,11 +140,13 @@ def parser_and_prompts(description: str, **extra: dict
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--shapes", default="all", help="comma-separated labels from common.SHAPES, or 'all'")
+    ap.add_argument("--dtype", default="float32", help="float32, bfloat16, or auto (this machine's fast dtype)")
     for name, kwargs in extra.items():
         ap.add_argument(name, **kwargs)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    pair = load_pair(PAIRS[args.pair])
+    args.dtype = resolve_dtype(args.dtype, PAIRS[args.pair].get("device", "auto"))
+    pair = load_pair({**PAIRS[args.pair], "dtype": args.dtype})
     prompts = [pair.encode_prompt(ex.prompt)[:200] for ex in load_builtin("dolly_builtin")[: args.prompts]]
     labels = list(SHAPES) if args.shapes == "all" else args.shapes.split(",")
     return args, pair, prompts, labels

@@ -25,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rsd.data import load_builtin  # noqa: E402
 from rsd.drafters import AR, SD  # noqa: E402
 from rsd.engine import Engine  # noqa: E402
+from rsd.models.embedded import default_pair_config  # noqa: E402
+from rsd.models.hardware import resolve_dtype  # noqa: E402
 from rsd.models.pairs import load_pair  # noqa: E402
 from rsd.sampling import SamplingParams, prompt_generator  # noqa: E402
 
@@ -53,10 +55,15 @@ def run_hf(pair, prompts: list[list[int]], max_new: int, temperature: float, dra
         draft.generation_config.num_assistant_tokens_schedule = "constant"
         draft.generation_config.assistant_confidence_threshold = 0.0
         kwargs["assistant_model"] = draft
+    # A trimmed draft returns logits over the target's full vocabulary, but its config names the trimmed size, which
+    # generate() would take for a different tokenizer: give it the full size for the duration.
+    trimmed_size = draft.config.vocab_size
+    draft.config.vocab_size = getattr(draft.config, "full_vocab_size", trimmed_size)
     tokens, seconds = 0, 0.0
     with torch.inference_mode(), warnings.catch_warnings():  # untimed warm-up, like ours
         warnings.simplefilter("ignore")
         target.generate(torch.tensor([prompts[0]]), **{**kwargs, "max_new_tokens": 8})
+    calls[0] = 0
     for i, ids in enumerate(prompts):
         torch.manual_seed(i)
         start = time.perf_counter()
@@ -66,6 +73,7 @@ def run_hf(pair, prompts: list[list[int]], max_new: int, temperature: float, dra
         seconds += time.perf_counter() - start
         tokens += out.shape[1] - len(ids)
     target._forward_pre_hooks.clear()
+    draft.config.vocab_size = trimmed_size
     return {"tokens": tokens, "calls": calls[0], "seconds": seconds}
 
 
@@ -92,16 +100,18 @@ def main() -> None:
     ap.add_argument("--draft-length", type=int, default=4)
     ap.add_argument("--dataset", default="dolly_builtin")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--dtype", default="float32", help="float32, bfloat16, or auto (this machine's fast dtype)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     import transformers
 
     transformers.logging.set_verbosity_error()  # generate()'s notices would break the table
-    pair = load_pair({"name": "smollm2", "target": "embedded:smollm2-135m-instruct",
-                      "draft": "embedded:smollm2-draft-v2", "chat": True})
+    dtype = resolve_dtype(args.dtype, "auto")
+    pair = load_pair({**default_pair_config(), "dtype": dtype})
     prompts = [pair.encode_prompt(ex.prompt) for ex in load_builtin(args.dataset)[: args.prompts]]
     print(f"$ python {' '.join(sys.argv)}\n# {machine()}")
-    print(f"# {args.prompts} prompts of {args.dataset}, {args.max_new_tokens} new tokens, {args.threads} thread(s), "
+    print(f"# embedded pair in {dtype}; {args.prompts} prompts of {args.dataset}, {args.max_new_tokens} new tokens, "
+          f"{args.threads} thread(s), "
           f"torch {torch.__version__}")
     print(f"{'setting':<22} {'rsd BE':>7} {'HF BE':>7} {'rsd tok/s':>10} {'HF tok/s':>9} {'rsd/HF':>7}")
     for temperature in (0.0, 1.0):

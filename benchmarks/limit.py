@@ -44,7 +44,8 @@ def width(drafter) -> int:
 
 def main() -> None:
     args, pair, prompts, labels = parser_and_prompts(__doc__)
-    print(f"$ {command()}\n# {machine()}\n# pair {args.pair}, T=1, {args.prompts} prompts x {args.max_new_tokens}")
+    print(f"$ {command()}\n# {machine()}\n# pair {args.pair} in {args.dtype}, T=1, "
+          f"{args.prompts} prompts x {args.max_new_tokens}")
     head = (f"{'method':<18} {'BE':>5} {'t_tgt(B+1)':>10} {'t_draft(w)':>10} {'limit/s':>8} {'measured/s':>10} "
             f"{'ratio':>6} {'in-situ':>7}")
     print(head + "\n" + "-" * len(head))

@@ -72,7 +72,8 @@ def main() -> None:
     args, pair, prompts, _ = parser_and_prompts(__doc__, **{"--temperature": {"type": float, "default": 1.0}})
     labels = list(B30) if args.shapes == "all" else args.shapes.split(",")
     print(f"$ {command()}\n# {machine()}")
-    print(f"# pair {args.pair}: {args.prompts} prompts x {args.max_new_tokens} tokens, T={args.temperature:g}; "
+    print(f"# pair {args.pair} in {args.dtype}: {args.prompts} prompts x {args.max_new_tokens} tokens, "
+          f"T={args.temperature:g}; "
           "ms per step, recording on/off interleaved")
     head = (f"{'method':<16} {'steps':>5} {'timed':>8} {'off':>8} {'on':>8} {'record':>8} {'share':>7} "
             f"{'cpu step':>9} {'cpu rec':>8} {'cpu share':>9}")

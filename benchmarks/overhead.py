@@ -18,7 +18,8 @@ from rsd.sampling import SamplingParams
 def main() -> None:
     args, pair, prompts, labels = parser_and_prompts(__doc__, **{"--temperature": {"type": float, "default": 1.0}})
     print(f"$ {command()}\n# {machine()}")
-    print(f"# pair {args.pair}: {args.prompts} prompts x {args.max_new_tokens} tokens, T={args.temperature:g}; "
+    print(f"# pair {args.pair} in {args.dtype}: {args.prompts} prompts x {args.max_new_tokens} tokens, "
+          f"T={args.temperature:g}; "
           "ms per step (one target call)")
     head = f"{'method':<18} {'BE':>5} " + " ".join(f"{c:>10}" for c in COMPONENTS) + f" {'step':>8} {'outside':>8}"
     print(head + "\n" + "-" * len(head))
