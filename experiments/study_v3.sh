@@ -8,14 +8,16 @@
 #                  fixed_compute selected on the Dolly-style set; SD, the baseline of the dial's figure, as L = 14)
 #   rates          token rates: the fixed-length grid again on the first 16 prompts of each set, in one process
 #                  on an otherwise idle machine (its own out_dir; run it alone and note `uptime`)
-#   report         docs/results/embedded-v3 (and embedded-v3/rates) and the records archive
+#   archive        the records archives: one per budget directory, byte-identical when its runs did not change
+#   report         docs/results/embedded-v3 (and embedded-v3/rates), then the archives
 # Every sweep is resumable: rerun to continue. RSD_WORKERS processes (default 2, one torch thread each) share each
-# sweep through the run locks. Extra arguments go to every sweep. The finished runs' records ship in
-# docs/results/embedded-v3/runs.tar.gz: `mkdir -p results/study && tar xzf docs/results/embedded-v3/runs.tar.gz -C
+# sweep through the run locks. Extra arguments go to every sweep. The runs' records ship in
+# docs/results/embedded-v3/runs/ (and rates/runs/): `python -m analysis.archive unpack docs/results/embedded-v3/runs
 # results/study` restores them, so a rerun decodes only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stages=${RSD_STAGES:-fixed_length fixed_compute temperature dial rates report}
+docs=docs/results/embedded-v3
 out=results/study/embedded-v3
 
 worker() { python run.py -m "$@"; }
@@ -34,6 +36,11 @@ for path in sorted(Path(sys.argv[1]).glob("smollm2/dolly_builtin/T1-*/B14/*/summ
                          for k, v in s["shape"].items())
         print(s["method"], "{" + shape + "}")
 PY
+}
+
+pack_records() {
+  python -m analysis.archive pack "$out" "$docs/runs"
+  [ ! -d "$out-rates" ] || python -m analysis.archive pack "$out-rates" "$docs/rates/runs"
 }
 
 for stage in $stages; do
@@ -64,12 +71,14 @@ for stage in $stages; do
           out_dir="$out-rates" "$@"
       done
       uptime ;;
+    archive)
+      pack_records ;;
     report)
-      python -m analysis.report "$out" --out docs/results/embedded-v3 --compact
-      [ ! -d "$out-rates" ] || python -m analysis.report "$out-rates" --out docs/results/embedded-v3/rates --compact
-      tar czf docs/results/embedded-v3/runs.tar.gz --exclude='*.lock' --exclude='.hydra' -C results/study \
-        $(cd results/study && ls -d embedded-v3 embedded-v3-rates 2>/dev/null) ;;
-    *) echo "unknown stage '$stage' (RSD_STAGES): use fixed_length, fixed_compute, temperature, dial, rates, report" >&2
+      python -m analysis.report "$out" --out "$docs" --compact
+      [ ! -d "$out-rates" ] || python -m analysis.report "$out-rates" --out "$docs/rates" --compact
+      pack_records ;;
+    *) echo "unknown stage '$stage' (RSD_STAGES): use fixed_length, fixed_compute, temperature, dial, rates, archive," \
+         "report" >&2
        exit 2 ;;
   esac
 done
