@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The GPU check: random-weight Llama-2-7B + 68M Llama and OPT-13B + OPT-125M in bfloat16 (nothing downloaded), AR and
 # every method at L = 4, B = 14 and B = 30: target forward time vs tokens verified, token rate, draft / target /
-# other ms per step, host syncs per step, the profiled component split. Sized for under 8 minutes on one H200-class
-# GPU (shapes past each pair's share of a 400 s budget are skipped and listed). Prints the tables and writes
+# other ms per step, host syncs per step, the profiled component split; AR and SD L=4 again through compiled
+# static-shape forwards (CUDA graphs), their warm-up (compiles) timed apart. Sized for under 8 minutes on one
+# H200-class GPU (shapes past each pair's share of a 320 s budget, and static passes past 60 s per pair, are skipped
+# and listed). Prints the tables and writes
 # gpu_check.json and gpu_check.txt into the output folder.
 #
 #   benchmarks/gpu_check.sh [--cpu-smoke] [OUT_DIR] [more gpu_paper_shapes.py options]
@@ -13,9 +15,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-mode=(--prompts 1 --prompt-tokens 128 --max-new-tokens 48 --sync-tokens 8 --time-budget-s 400)
+mode=(--prompts 1 --prompt-tokens 128 --max-new-tokens 48 --sync-tokens 8 --time-budget-s 320
+      --static compile --static-shapes "ar,sd L=4" --static-budget-s 60)
 if [[ "${1:-}" == "--cpu-smoke" ]]; then
-    mode=(--scale-down --prompts 1 --prompt-tokens 16 --max-new-tokens 6 --sync-tokens 3)
+    mode=(--scale-down --prompts 1 --prompt-tokens 16 --max-new-tokens 6 --sync-tokens 3
+          --static buffers --static-shapes "ar,sd L=4,rsd_s 3x4")
     shift
 fi
 out="${1:-${OUT:-}}"

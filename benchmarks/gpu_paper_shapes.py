@@ -5,8 +5,10 @@ First the target's forward time against the number of tokens verified (q = 1..32
 per method and tree shape: the token rate and the engine's own split of a step into draft / target / other time (no
 extra device syncs), the host syncs per step (outside and inside the models' forwards), and, from a second,
 profiled pass, the finer split into forwards, drafting logic, verification, compaction and other. Random weights make
-block efficiency meaningless (the draft is unrelated to the target): the timings are what this measures. Eager
-forwards only: the project has no static-shape (compiled / CUDA-graph) forward yet, so its column says 'not built'.
+block efficiency meaningless (the draft is unrelated to the target): the timings are what this measures. For the
+shapes in --static-shapes the same generation runs again through static-shape forwards (`--static compile`:
+torch.compile, which on CUDA also captures CUDA graphs; `buffers`: the fixed shapes uncompiled, for the CPU smoke
+run): the `static` column is its token rate over eager's, its warm-up (every compile) is timed apart.
 `benchmarks/gpu_check.sh` runs the whole check (both pairs; AR and every method at L = 4, B = 14 and B = 30) in
 under 8 minutes on one H200-class GPU and writes a JSON.
 
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import torch
 from common import COMPONENTS, SHAPES, command, generate_all, machine, profile_prompts
+from torch._dynamo.utils import counters
 from torch.overrides import TorchFunctionMode
 from transformers import LlamaConfig, LlamaForCausalLM, OPTConfig, OPTForCausalLM
 
@@ -58,7 +61,6 @@ BUDGET_14 = {
 ALL_SHAPES = {**SHAPES, **BUDGET_14}
 # AR, then every method at L = 4, at B = 14 and at B = 30 (the order they run in, so a deadline cuts B = 30 first).
 CHECK_SHAPES = (*list(SHAPES)[:6], *BUDGET_14, *list(SHAPES)[6:])
-STATIC_PATH = "not built"  # no static-shape (compiled / CUDA-graph) forward exists in rsd to compare eager against
 
 
 def scaled(fields: dict, factor: int) -> dict:
@@ -198,8 +200,37 @@ def measure(engine: Engine, prompts: list[list[int]], max_new_tokens: int, sync_
               (("draft_ms", "time_draft_s"), ("target_ms", "time_target_s"), ("other_ms", "time_other_s"))},
            "step_ms": 1e3 * wall / steps}
     row.update(prof.split(), outside=prof.overhead_share())
-    row.update(syncs_per_step(engine, prompts[0], sync_tokens), static=STATIC_PATH)
+    row.update(syncs_per_step(engine, prompts[0], sync_tokens))
     return row
+
+
+def measure_static(engine: Engine, mode: str, prompts: list[list[int]], max_new_tokens: int, eager_rate: float
+                   ) -> dict:
+    """The same shape through `mode` static-shape forwards (new CausalLMs on the same weights): two untimed passes
+    over the prompts (they meet, and compile, every shape the timed pass meets: a forward compiled into a fresh
+    cache compiles again once the cache exists; their seconds are reported apart), then the timed pass. A failure
+    is reported in the row, not raised: the eager rows stay the result."""
+    target = CausalLM(engine.target.model, static=mode)
+    draft = CausalLM(engine.draft.model, static=mode) if engine.draft is not None else None
+    static = Engine(target, draft, engine.drafter, engine.params, sorted(engine.eos), engine.vocab_size)
+    skips = counters["inductor"]["cudagraph_skips"]
+    try:
+        start = time.perf_counter()
+        for _ in range(2):
+            generate_all(static, prompts, max_new_tokens)
+        warm_up_s = time.perf_counter() - start
+        outs = generate_all(static, prompts, max_new_tokens)
+    except Exception as err:  # reported in the table: a GPU run must keep its eager results whatever compile does
+        return {"static": "failed", "static_error": f"{type(err).__name__}: {err}"[:500]}
+    finally:
+        target.reset()
+        if draft is not None:
+            draft.reset()
+    steps = sum(o.target_calls for o in outs)
+    rate = sum(len(o.new_token_ids) for o in outs) / sum(o.wall_s for o in outs)
+    return {"static": f"{rate / eager_rate:.2f}x", "static_rate": rate,
+            "static_step_ms": 1e3 * sum(o.wall_s for o in outs) / steps, "static_warm_up_s": warm_up_s,
+            "cudagraph_skips": counters["inductor"]["cudagraph_skips"] - skips}
 
 
 def check_forward(dtype: torch.dtype) -> None:
@@ -248,12 +279,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--time-budget-s", type=float, default=0.0,
                     help="seconds for the whole run, shared equally by the pairs; shapes past a pair's share are "
                     "skipped and listed (0: no limit)")
+    ap.add_argument("--static", default="compile", choices=("off", "buffers", "compile"),
+                    help="static-shape forwards to compare eager against (model_pair.static_forward's values)")
+    ap.add_argument("--static-shapes", default="ar,sd L=4",
+                    help="comma-separated labels measured again through --static (each compiles its shapes)")
+    ap.add_argument("--static-budget-s", type=float, default=0.0,
+                    help="seconds per pair for the static passes; a shape past it is skipped (0: no limit)")
     ap.add_argument("--json", type=Path, help="write the report here (rewritten after every shape)")
     args = ap.parse_args(argv)
     labels = {"all": list(SHAPES), "quick": list(QUICK_SHAPES), "check": list(CHECK_SHAPES)}.get(args.shapes) \
         or args.shapes.split(",")
     pairs = list(PAIRS) if args.pairs == "all" else args.pairs.split(",")
-    unknown = [x for x in labels if x not in ALL_SHAPES] + [x for x in pairs if x not in PAIRS]
+    args.static_labels = [] if args.static == "off" else [x for x in args.static_shapes.split(",") if x]
+    unknown = [x for x in labels + args.static_labels if x not in ALL_SHAPES] + [x for x in pairs if x not in PAIRS]
     if unknown:
         raise SystemExit(f"gpu_paper_shapes: unknown shape or pair {unknown}; shapes: {list(ALL_SHAPES)}, "
                          f"pairs: {list(PAIRS)}")
@@ -270,14 +308,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     begin = time.monotonic()
     print(f"$ {command()}\n# {machine()}")
     print(f"# random weights, {dtype}, {args.prompts} prompts of {args.prompt_tokens} tokens x {args.max_new_tokens} "
-          f"new, T=1; ms per step; eager forwards (static path: {STATIC_PATH})"
-          f"{'; SCALED DOWN /32' if scale > 1 else ''}")
+          f"new, T=1; ms per step; eager forwards; static = token rate through static-shape forwards "
+          f"({args.static}) / eager's{'; SCALED DOWN /32' if scale > 1 else ''}")
     report = {"command": command(), "machine": machine(), "dtype": str(dtype), "scale_down": scale,
-              "static_path": STATIC_PATH, "args": {k: str(v) for k, v in vars(args).items()}, "pairs": []}
+              "static_path": args.static, "args": {k: str(v) for k, v in vars(args).items()}, "pairs": []}
     rows = []
     for p, pair_name in enumerate(pairs):
         deadline = begin + args.time_budget_s * (p + 1) / len(pairs) if args.time_budget_s else float("inf")
-        entry = {"pair": pair_name, "rows": [], "skipped": []}
+        entry = {"pair": pair_name, "rows": [], "skipped": [], "static_skipped": []}
         report["pairs"].append(entry)
         run_pair(entry, labels, args, (device, dtype, scale), deadline, report)
         rows += entry["rows"]
@@ -303,6 +341,7 @@ def run_pair(entry: dict, labels: list[str], args: argparse.Namespace, where: tu
           + ", ".join(f"{n}: {ms:.2f}" for n, ms in entry["target_forward_ms"].items()))
     head = f"{'method':<20} " + " ".join(f"{title:>9}" for _, title, _ in MAIN_COLUMNS) + f" {'static':>9}"
     print(head + "\n" + "-" * len(head))
+    static_start = None
     for label in labels:
         if time.monotonic() > deadline:
             entry["skipped"].append(label)
@@ -310,14 +349,23 @@ def run_pair(entry: dict, labels: list[str], args: argparse.Namespace, where: tu
         drafter = ALL_SHAPES[label]()
         engine = Engine(target, draft if drafter.draft_length else None, drafter, SamplingParams(1.0), [], vocab)
         row = {"pair": entry["pair"], "method": label, "B": drafter.max_tree_size,
-               **measure(engine, prompts, args.max_new_tokens, args.sync_tokens)}
+               **measure(engine, prompts, args.max_new_tokens, args.sync_tokens), "static": "-"}
+        if label in args.static_labels:
+            static_start = time.monotonic() if static_start is None else static_start
+            if args.static_budget_s and time.monotonic() - static_start > args.static_budget_s:
+                entry["static_skipped"].append(label)
+            else:
+                row.update(measure_static(engine, args.static, prompts, args.max_new_tokens, row["rate"]))
         entry["rows"].append(row)
         if args.json:
             write_report(args.json, report)
         print(f"{label:<20} " + " ".join(f"{row[key]:>9{fmt}}" for key, _, fmt in MAIN_COLUMNS)
-              + f" {STATIC_PATH:>9}", flush=True)
+              + f" {row['static']:>9}", flush=True)
     if entry["skipped"]:
         print(f"skipped past this pair's share of --time-budget-s: {', '.join(entry['skipped'])}")
+    if entry["static_skipped"]:
+        print(f"static pass skipped past --static-budget-s: {', '.join(entry['static_skipped'])}")
+    print_static(entry["rows"])
     print_components(entry["rows"])
     if device.type == "cuda":
         entry["peak_gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
@@ -325,6 +373,21 @@ def run_pair(entry: dict, labels: list[str], args: argparse.Namespace, where: tu
         torch.cuda.reset_peak_memory_stats()
     if args.json:
         write_report(args.json, report)
+
+
+def print_static(rows: list[dict]) -> None:
+    """The static passes: token rate and ms per step next to eager's, the warm-up (compiles), CUDA-graph skips."""
+    done = [r for r in rows if r["static"] not in ("-",)]
+    if not done:
+        return
+    print(f"\nstatic-shape forwards vs eager\n{'method':<20} {'eager/s':>8} {'static/s':>8} {'x eager':>8} "
+          f"{'eager ms':>9} {'static ms':>9} {'warm-up s':>9} {'graph skips':>11}")
+    for r in done:
+        if r["static"] == "failed":
+            print(f"{r['method']:<20} failed: {r['static_error']}")
+            continue
+        print(f"{r['method']:<20} {r['rate']:>8.1f} {r['static_rate']:>8.1f} {r['static']:>8} {r['step_ms']:>9.2f} "
+              f"{r['static_step_ms']:>9.2f} {r['static_warm_up_s']:>9.1f} {r['cudagraph_skips']:>11}")
 
 
 def print_components(rows: list[dict]) -> None:

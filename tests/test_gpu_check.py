@@ -38,11 +38,16 @@ def test_cpu_smoke_writes_every_method_and_budget(tmp_path, shapes_module):
         assert [r["method"] for r in pair["rows"]] == list(shapes_module.CHECK_SHAPES) and not pair["skipped"]
         assert list(pair["target_forward_ms"]) == ["1", "2", "4", "8", "16", "32"]
         for row in pair["rows"]:
-            assert row["rate"] > 0 and row["target_ms"] > 0 and row["static"] == "not built"
+            assert row["rate"] > 0 and row["target_ms"] > 0
+            if row["method"] in ("ar", "sd L=4", "rsd_s 3x4"):  # the smoke run's --static-shapes
+                assert row["static"] == f"{row['static_rate'] / row['rate']:.2f}x" and row["static_warm_up_s"] > 0
+            else:
+                assert row["static"] == "-"
             assert row["B"] == shapes_module.ALL_SHAPES[row["method"]]().max_tree_size
             assert (row["draft_ms"] > 0) == (row["method"] != "ar")
             assert row["syncs_engine"] >= 1  # verification reads at least the accepted path back
-    assert "SCALED DOWN" in run.stdout and "static path: not built" in run.stdout
+    assert report["static_path"] == "buffers" and not pair["static_skipped"]
+    assert "SCALED DOWN" in run.stdout and "static-shape forwards vs eager" in run.stdout
 
 
 def test_gpu_check_needs_an_output_folder():

@@ -14,6 +14,7 @@ With `static` set ("buffers", or "compile" for torch.compile), forwards of up to
 queries are padded to a power of two, the cache is one buffer per layer of fixed capacity (256, doubled when full)
 written at slot indices, and attention reads the whole buffer under a mask that hides unwritten, stale and padding
 slots. Each (padded q, capacity) compiles once per model; longer forwards (a prefill) run uncompiled at their shape.
+On CUDA the compiled forwards are also captured as CUDA graphs (torch.compile's "reduce-overhead" mode).
 """
 
 from __future__ import annotations
@@ -143,7 +144,9 @@ class CausalLM:
         self.capacity = MIN_CAPACITY
         self.slots = torch.zeros(0, dtype=torch.long, device=self.device)
         self._slot_bufs: dict[int, torch.Tensor] = {}
-        self._padded = torch.compile(self._run, dynamic=False) if static == "compile" else self._run
+        # On CUDA, "reduce-overhead" also captures each compiled shape as a CUDA graph (one launch per forward).
+        mode = "reduce-overhead" if self.device.type == "cuda" else "default"
+        self._padded = torch.compile(self._run, dynamic=False, mode=mode) if static == "compile" else self._run
 
     def reset(self) -> None:
         """Forget the cache (start of a new sequence)."""
@@ -226,6 +229,8 @@ class CausalLM:
             self._slot_bufs[q] = torch.zeros(q, dtype=torch.long, device=self.device)
         self.slots = torch.arange(start, start + q, device=self.device, out=self._slot_bufs[q])
         if q in PAD_QS:
+            if self.static == "compile" and self.device.type == "cuda":
+                torch.compiler.cudagraph_mark_step_begin()  # the previous forward's outputs are consumed by now
             with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
                 logits = self._padded(ids, pos, mask)[0, :k]
             logits = logits[k - last:] if last else logits
