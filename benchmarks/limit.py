@@ -21,13 +21,14 @@ from rsd.models.adapter import CausalLM
 from rsd.sampling import SamplingParams
 
 
-def forward_ms(lm: CausalLM, context: list[int], n: int, reps: int = 7) -> float:
-    """Median seconds of one forward of n tree tokens (a full tree mask) after `context` is cached."""
+def forward_ms(lm: CausalLM, context: list[int], n: int, chain: bool, reps: int = 15) -> float:
+    """Median seconds of one forward of n tree tokens after `context` is cached: with a full tree mask, or for a
+    chain without one (plain causal attention, as the engine runs a chain)."""
     lm.reset()
     lm.forward(torch.tensor(context), torch.arange(len(context)), None, last=1)
     times = []
     for _ in range(reps):
-        attend = torch.ones(n, len(context) + n, dtype=torch.bool)
+        attend = None if chain else torch.ones(n, len(context) + n, dtype=torch.bool)
         start = time.perf_counter()
         lm.forward(torch.full((n,), context[-1]), torch.full((n,), len(context)), attend)
         times.append(time.perf_counter() - start)
@@ -56,8 +57,9 @@ def main() -> None:
                         pair.eos_token_ids, pair.vocab_size)
         prof = profile_prompts(engine, prompts, args.max_new_tokens)
         be = prof.tokens / prof.steps
-        t_target = forward_ms(pair.target, context, drafter.max_tree_size + 1)
-        t_draft = forward_ms(pair.draft, context, width(drafter)) if drafter.draft_length else 0.0
+        chain = width(drafter) == 1
+        t_target = forward_ms(pair.target, context, drafter.max_tree_size + 1, chain)
+        t_draft = forward_ms(pair.draft, context, width(drafter), chain) if drafter.draft_length else 0.0
         limit = be / (t_target + drafter.draft_length * t_draft)
         rate = prof.tokens / prof.s["wall"]
         print(f"{label:<18} {be:>5.2f} {1e3 * t_target:>10.3f} {1e3 * t_draft:>10.3f} {limit:>8.1f} {rate:>10.1f} "
