@@ -29,11 +29,13 @@ from rsd.selection import rank_shapes, split_tuning
 from rsd.store import RunLock, StorageFullError, complete_summary, write_json_atomic
 from rsd.validate import check_out_dir
 
-# A job whose run another process holds tries it again every BUSY_POLL_S, after its own runs, for up to BUSY_WAIT_S:
-# long enough to take over from a holder that just died or to report a run about to finish, short enough that two
-# sweeps sharing an out_dir keep working in parallel rather than one idling behind the other.
+# A job whose run another process holds tries it once more after its own runs, then every BUSY_POLL_S for up to
+# BUSY_WAIT_S. The retry alone takes over from a holder that died (its flock died with it); a live holder keeps its
+# run, and waiting for it would only idle this worker: two sweeps sharing an out_dir take one-run jobs in turn, so
+# each would wait at every job the other holds (60 s waits idled 16 of 60 worker-minutes of the second study). A
+# fixed-compute job waits, however long, for the tuning runs its ranking needs.
 BUSY_POLL_S = 2.0
-BUSY_WAIT_S = 60.0
+BUSY_WAIT_S = 0.0
 
 
 def run(cfg: RunConfig | DictConfig | Mapping) -> list[dict]:
