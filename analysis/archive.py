@@ -17,12 +17,14 @@ SKIPPED_SUFFIXES = (".lock", ".tmp")
 
 
 def budget_dirs(root: Path) -> list[Path]:
-    """The budget directories below a study's out_dir (pair/dataset/sampling/budget), those holding run directories."""
-    return sorted({run_json.parent.parent for run_json in Path(root).glob("*/*/*/*/*/run.json")})
+    """The budget directories below a study's out_dir, those holding run directories: pair/dataset/sampling/budget,
+    and tuning/pair/dataset/sampling/budget for the tuning runs of a fixed-compute selection."""
+    return sorted({run_json.parent.parent for run_json in Path(root).rglob("run.json")})
 
 
 def archive_name(root: Path, budget_dir: Path) -> str:
-    """`<out_dir name>__<pair>__<dataset>__<sampling>__<budget>.tar.gz`: a flat, sortable name per budget directory."""
+    """`<out_dir name>__<pair>__<dataset>__<sampling>__<budget>.tar.gz` (with `__tuning` after the out_dir name for
+    tuning runs): a flat, sortable name per budget directory."""
     return "__".join((Path(root).name, *budget_dir.relative_to(root).parts)) + ".tar.gz"
 
 

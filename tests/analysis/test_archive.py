@@ -10,8 +10,9 @@ import pytest
 from analysis.archive import archive_name, budget_dirs, main, pack, unpack
 
 
-def make_run(root: Path, budget: str, leaf: str, records: str = '{"i": 0}\n') -> Path:
-    run = root / "pair" / "dolly_builtin" / "T1-k0-p1-n32" / budget / leaf
+def make_run(root: Path, budget: str, leaf: str, records: str = '{"i": 0}\n', sampling: str = "T1-k0-p1-n32"
+             ) -> Path:
+    run = root / "pair" / "dolly_builtin" / sampling / budget / leaf
     run.mkdir(parents=True)
     (run / "run.json").write_text('{"method": "sd"}')
     (run / "records.jsonl").write_text(records)
@@ -25,6 +26,7 @@ def study(tmp_path: Path) -> Path:
     make_run(root, "L2", "sd-L2-s0-aaaa")
     make_run(root, "L2", "tv-b3-1-s0-bbbb")
     make_run(root, "B6", "sd-L6-s0-cccc")
+    make_run(root / "tuning", "B6", "rsd_c-b2-1-1-s0-eeee", sampling="T1-k0-p1-n16")
     (root / ".hydra").mkdir()
     (root / ".hydra" / "config.yaml").write_text("x: 1")
     return root
@@ -33,7 +35,8 @@ def study(tmp_path: Path) -> Path:
 def test_one_archive_per_budget_directory_without_locks(study: Path, tmp_path: Path) -> None:
     written = pack(study, tmp_path / "archives")
     assert [p.name for p in written] == ["study-x__pair__dolly_builtin__T1-k0-p1-n32__B6.tar.gz",
-                                         "study-x__pair__dolly_builtin__T1-k0-p1-n32__L2.tar.gz"]
+                                         "study-x__pair__dolly_builtin__T1-k0-p1-n32__L2.tar.gz",
+                                         "study-x__tuning__pair__dolly_builtin__T1-k0-p1-n16__B6.tar.gz"]
     with tarfile.open(written[1]) as tar:
         names = tar.getnames()
         assert all(m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
@@ -63,7 +66,8 @@ def test_unpack_restores_the_records(study: Path, tmp_path: Path) -> None:
     dest = tmp_path / "restored"
     main(["unpack", str(out), str(dest)])
     restored = dest / "study-x"
-    assert budget_dirs(restored) == [restored / "pair/dolly_builtin/T1-k0-p1-n32" / b for b in ("B6", "L2")]
+    assert budget_dirs(restored) == [*(restored / "pair/dolly_builtin/T1-k0-p1-n32" / b for b in ("B6", "L2")),
+                                     restored / "tuning/pair/dolly_builtin/T1-k0-p1-n16/B6"]
     for path in study.rglob("records.jsonl"):
         assert (restored / path.relative_to(study)).read_text() == path.read_text()
     assert not list(restored.rglob("*.lock"))
