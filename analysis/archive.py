@@ -13,6 +13,8 @@ import io
 import tarfile
 from pathlib import Path
 
+from rsd.store import write_bytes_atomic
+
 SKIPPED_SUFFIXES = (".lock", ".tmp")
 
 
@@ -50,7 +52,7 @@ def archive_bytes(root: Path, budget_dir: Path) -> bytes:
 
 def pack(root: Path, out: Path) -> list[Path]:
     """Write one archive per budget directory of `root` into `out`; returns those written (an archive whose bytes
-    would not change is left alone). Each write goes to a temporary file first, so a crash leaves no torn archive."""
+    would not change is left alone). Each write is atomic, so a crash leaves no torn archive."""
     root, out = Path(root), Path(out)
     dirs = budget_dirs(root)
     if not dirs:
@@ -62,9 +64,7 @@ def pack(root: Path, out: Path) -> list[Path]:
         data = archive_bytes(root, budget_dir)
         if target.exists() and target.read_bytes() == data:
             continue
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_bytes(data)
-        tmp.replace(target)
+        write_bytes_atomic(target, data)
         written.append(target)
     return written
 
@@ -91,12 +91,15 @@ def main(argv: list[str] | None = None) -> None:
     u.add_argument("archives", type=Path)
     u.add_argument("dest", type=Path)
     args = ap.parse_args(argv)
-    if args.command == "pack":
-        written = pack(args.root, args.out)
-        unchanged = len(budget_dirs(args.root)) - len(written)
-        print(f"{len(written)} archive(s) written in {args.out}, {unchanged} unchanged")
-    else:
-        print(f"{len(unpack(args.archives, args.dest))} archive(s) extracted into {args.dest}")
+    try:
+        if args.command == "pack":
+            written = pack(args.root, args.out)
+            unchanged = len(budget_dirs(args.root)) - len(written)
+            print(f"{len(written)} archive(s) written in {args.out}, {unchanged} unchanged")
+        else:
+            print(f"{len(unpack(args.archives, args.dest))} archive(s) extracted into {args.dest}")
+    except FileNotFoundError as err:
+        raise SystemExit(f"analysis.archive {args.command}: {err}") from None
 
 
 if __name__ == "__main__":

@@ -377,7 +377,7 @@ def run_pair(entry: dict, labels: list[str], args: argparse.Namespace, where: tu
 
 def print_static(rows: list[dict]) -> None:
     """The static passes: token rate and ms per step next to eager's, the warm-up (compiles), CUDA-graph skips."""
-    done = [r for r in rows if r["static"] not in ("-",)]
+    done = [r for r in rows if r["static"] != "-"]
     if not done:
         return
     print(f"\nstatic-shape forwards vs eager\n{'method':<20} {'eager/s':>8} {'static/s':>8} {'x eager':>8} "

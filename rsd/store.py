@@ -209,16 +209,22 @@ def _tmp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write via a uniquely named, fsync'd temporary file and rename: readers see the old file or the whole new one
+    (a full disk is one line, StorageFullError)."""
     tmp = _tmp_name(path)
     try:
-        with storage_full_is_one_line(path), tmp.open("w", encoding="utf-8") as f:
-            f.write(text)
+        with storage_full_is_one_line(path), tmp.open("wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:

@@ -78,3 +78,5 @@ def test_nothing_to_pack_or_unpack_is_an_error(tmp_path: Path) -> None:
         pack(tmp_path, tmp_path / "out")
     with pytest.raises(FileNotFoundError, match="no .*archives"):
         unpack(tmp_path, tmp_path / "dest")
+    with pytest.raises(SystemExit, match=r"^analysis.archive unpack: no \*.tar.gz archives in "):
+        main(["unpack", str(tmp_path), str(tmp_path / "dest")])
