@@ -106,7 +106,8 @@ def new_figure(width: float, height: float) -> Figure:
 
 
 def figure_legend(fig: Figure, axes: Iterable[Axes]) -> None:
-    """One legend below the panels, each entry once, in drawing order, a band right after its line."""
+    """One legend below the panels, each entry once, in drawing order, a band right after its line, in as many
+    columns as fit the figure's width."""
     found: dict[str, Any] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
@@ -117,8 +118,13 @@ def figure_legend(fig: Figure, axes: Iterable[Axes]) -> None:
             entries[label] = handle
             if label + BAND in found:
                 entries[label + BAND] = found[label + BAND]
-    fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=min(len(entries), 9),
-               frameon=False)
+    renderer = fig.canvas.get_renderer()
+    for ncols in range(min(len(entries), 9), 0, -1):  # the most columns that fit the figure's width
+        legend = fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=ncols,
+                            frameon=False)
+        if ncols == 1 or legend.get_window_extent(renderer).width <= fig.bbox.width:
+            return
+        legend.remove()
 
 
 def suptitle(fig: Figure, *lines: str) -> None:
