@@ -243,6 +243,19 @@ def check_expected_yield(value: float, tree: DraftTree, verifier: str) -> None:
                                     f"[1, {tree.depth + 1}]")
 
 
+def check_laws(step: Step) -> None:
+    """Every law of a step (the target's at the tree's nodes, the draft's at its expanded nodes) is a distribution.
+
+    A NaN law cannot be sampled honestly (Gumbel-top-k would still return tokens), so the step is refused; checked
+    in the bookkeeping after the step, not inside it, so the step keeps its host reads.
+    """
+    laws = [step.q, *step.tree.draft_probs.values()]
+    if any(bool(torch.isnan(law).any()) for law in laws):
+        raise ValueError("a model's logits gave no distribution (NaN after softmax): the model returned NaN, or every "
+                         "token of a row was masked to -inf; check the model's dtype and weights, the sampling "
+                         "settings and, for the acceptance dial, model_pair.mix")
+
+
 def tree_inputs(tree: DraftTree, committed: list[int], cached: int
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Tokens, position ids and attention [q, cached + q] for [committed[cached:], tree nodes 1..n-1].
@@ -297,6 +310,7 @@ class Engine:
             out.accepted_lengths.append(len(step.path))
             stop = False
             paused = self.clock.now()  # the exact expectation is bookkeeping, not decoding: kept out of wall_s
+            check_laws(step)
             expected = self.verifier.expected_yield(step.tree, step.q, self.eos, self.drafter.rule)
             check_expected_yield(expected, step.tree, self.verifier_name)
             out.expected_emitted.append(expected)

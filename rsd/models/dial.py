@@ -12,6 +12,18 @@ import torch
 from rsd.models.adapter import CausalLM
 
 
+def mix_logits(draft: torch.Tensor, target: torch.Tensor, mix: float) -> torch.Tensor:
+    """(1 - a) * draft + a * target, with -inf wherever either law gives a token no mass (a trimmed draft head).
+
+    Not torch.lerp: for a < 0.5 it computes draft + a * (target - draft), which is NaN where the draft is -inf.
+    """
+    if mix == 0.0:  # exact ends: no 0 * (-inf)
+        return draft
+    if mix == 1.0:
+        return target
+    return (1.0 - mix) * draft + mix * target
+
+
 class MixtureLM:
     """A CausalLM stand-in for the dial's draft: two caches (the draft's and a target copy's) kept in step."""
 
@@ -36,11 +48,7 @@ class MixtureLM:
         d = self.draft.forward(tokens, positions, attend, last).float()
         t = self.target.forward(tokens, positions, attend, last).float().to(d.device)
         width = min(d.shape[-1], t.shape[-1])
-        if self.mix == 0.0:  # exact ends: no 0 * (-inf) where a filtered or trimmed law gives a token no mass
-            return d[:, :width]
-        if self.mix == 1.0:
-            return t[:, :width]
-        return torch.lerp(d[:, :width], t[:, :width], self.mix)
+        return mix_logits(d[:, :width], t[:, :width], self.mix)
 
     def compact(self, prefix: int, moved: torch.Tensor) -> None:
         self.draft.compact(prefix, moved)

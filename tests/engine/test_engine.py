@@ -121,3 +121,14 @@ def test_tiny_weights_do_not_depend_on_the_default_dtype():
     finally:
         torch.set_default_dtype(previous)
     assert all(torch.equal(a, b) for a, b in zip(reference.parameters(), other.parameters()))
+
+
+def test_a_nan_law_stops_the_decode_with_a_clear_error():
+    """A draft whose logits are NaN would still get tokens from Gumbel-top-k; the engine refuses the step instead."""
+    target, draft = tiny_pair("llama", 32, seed=1)
+    broken = CausalLM(draft)
+    forward = broken.forward
+    broken.forward = lambda *args, **kwargs: forward(*args, **kwargs) * float("nan")
+    engine = Engine(CausalLM(target), broken, RSDC([2, 1]), SamplingParams(1.0), [], 32)
+    with pytest.raises(ValueError, match="NaN"):
+        engine.generate([3, 4, 5], 8, prompt_generator(0, "p"))

@@ -85,3 +85,4 @@ def test_top_k_keeps_ties_and_greedy_is_one_hot():
     torch.testing.assert_close(probs_from_logits(logits, SamplingParams(1.0, top_k=1)),
                                torch.tensor([0.0, 0.5, 0.5, 0.0]))
     assert probs_from_logits(logits, SamplingParams(0.0)).tolist() == [0.0, 1.0, 0.0, 0.0]
+

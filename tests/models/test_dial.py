@@ -1,11 +1,12 @@
 """The acceptance dial: a = 0 is the draft, a = 1 the target (everything accepted), any a is lossless (greedy)."""
 
 import pytest
+import torch
 
 from rsd.drafters import AR, SD
 from rsd.engine import Engine, Generation
 from rsd.models.adapter import CausalLM
-from rsd.models.dial import MixtureLM
+from rsd.models.dial import MixtureLM, mix_logits
 from rsd.models.tiny import tiny_pair
 from rsd.oracles import expected_accepted
 from rsd.sampling import SamplingParams, prompt_generator
@@ -55,3 +56,12 @@ def test_mix_out_of_range_is_refused():
     target, draft = tiny_pair("llama", 16, seed=2)
     with pytest.raises(ValueError, match="mix"):
         MixtureLM(CausalLM(draft), CausalLM(target), 1.5)
+
+
+@pytest.mark.parametrize("mix", [0.1, 0.3, 0.5, 0.9])
+def test_mixed_logits_are_minus_inf_exactly_where_either_law_has_no_mass(mix):
+    inf = float("inf")
+    draft = torch.tensor([[0.5, -inf, 2.0, -inf]])
+    target = torch.tensor([[1.0, 3.0, -inf, -inf]])
+    want = torch.tensor([[(1 - mix) * 0.5 + mix * 1.0, -inf, -inf, -inf]])
+    torch.testing.assert_close(mix_logits(draft, target, mix), want)

@@ -7,6 +7,7 @@ from transformers import AutoModelForCausalLM
 from rsd.drafters import AR, RSDS, SD, SpecTr
 from rsd.engine import Engine, Generation
 from rsd.models.adapter import CausalLM
+from rsd.models.dial import MixtureLM
 from rsd.models.tiny import tiny_pair
 from rsd.models.trimmed import TrimmedLlamaConfig, TrimmedLlamaForCausalLM, output_width
 from rsd.sampling import SamplingParams, prompt_generator
@@ -59,3 +60,16 @@ def test_drafted_tokens_stay_inside_the_head():
     engine.reset()
     step = engine.step([40, 41, 42], prompt_generator(1, "y"), Generation())
     assert len(step.tree) > 1 and set(step.tree.tokens[1:]) <= set(HEAD)
+
+
+@pytest.mark.parametrize("mix", [0.3, 0.7])
+def test_the_dial_mixes_a_trimmed_draft_inside_its_head(mix):
+    """The geometric mixture keeps the draft's zero-mass tokens at zero (no NaN from -inf for a < 0.5)."""
+    target, _ = tiny_pair("llama", 64, seed=5)
+    dial = MixtureLM(CausalLM(trimmed_draft()), CausalLM(target), mix)
+    engine = Engine(CausalLM(target), dial, RSDS(3, 3), SamplingParams(1.0), [], 64)
+    engine.reset()
+    step = engine.step([40, 41, 42], prompt_generator(1, "y"), Generation())
+    assert len(step.tree) > 1 and set(step.tree.tokens[1:]) <= set(HEAD)
+    law = step.tree.draft_probs[0]
+    assert torch.isfinite(law).all() and law[HEAD].sum() > 0.999
