@@ -259,13 +259,13 @@ def dial_x(sd_rows: pd.DataFrame) -> tuple[str, str]:
 
 
 def dial_gain(prompts: pd.DataFrame, row: pd.Series, sd: pd.Series, metric: str) -> tuple[float, float]:
-    """A method's `metric` minus SD's at one mix and point, and the paired 95% CI half-width over prompts (NaN
-    unless both cells are one run each, so prompts pair one to one)."""
-    gain = float(row[metric] - sd[metric])
+    """A method's `metric` minus SD's at one mix and point: the mean paired difference over prompts and its 95% CI
+    half-width (the same numbers as table_pairs.md) when both cells are one run each, so prompts pair one to one;
+    else the difference of the cells' values and NaN."""
     if len(row["run_dirs"]) != 1 or len(sd["run_dirs"]) != 1:
-        return gain, math.nan
+        return float(row[metric] - sd[metric]), math.nan
     paired = compare(prompts, row["run_dirs"][0], sd["run_dirs"][0])
-    return gain, (paired[f"{metric}_high"] - paired[f"{metric}_low"]) / 2
+    return float(paired[f"{metric}_diff"]), (paired[f"{metric}_high"] - paired[f"{metric}_low"]) / 2
 
 
 def dial_figure(best: pd.DataFrame, prompts: pd.DataFrame, kind: str, title: str,

@@ -14,7 +14,7 @@ METHODS = {"ar": "AR", "pld": "PLD", "sd": "SD", "bv": "BV", "specinfer": "SpecI
 PAIRS = {
     "smollm2": "SmolLM2-135M + 7M draft",
     "smollm2_v1": "SmolLM2-135M + v1 draft",
-    "smollm2_dial": "SmolLM2-135M + acceptance dial (v1 draft mixed with the target)",
+    "smollm2_dial": "SmolLM2-135M + acceptance dial (its draft mixed with the target)",
     "tiny_llama": "tiny random Llama pair", "tiny_opt": "tiny random OPT pair",
     "tiny_llama_dial": "tiny random Llama pair + acceptance dial",
     **{f"llama2_{s}": f"Llama 2 {s.upper()} + Llama-68M draft" for s in ("7b", "13b", "70b")},
