@@ -250,7 +250,7 @@ def check_laws(step: Step) -> None:
     in the bookkeeping after the step, not inside it, so the step keeps its host reads.
     """
     laws = [step.q, *step.tree.draft_probs.values()]
-    if any(bool(torch.isnan(law).any()) for law in laws):
+    if bool(torch.stack([torch.isnan(law).any() for law in laws]).any()):  # one host read, however many laws
         raise ValueError("a model's logits gave no distribution (NaN after softmax): the model returned NaN, or every "
                          "token of a row was masked to -inf; check the model's dtype and weights, the sampling "
                          "settings and, for the acceptance dial, model_pair.mix")
