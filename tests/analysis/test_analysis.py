@@ -1,5 +1,6 @@
 """analysis/: synthetic run directories with hand-computed metrics -> tables, markdown, figures, report, callback."""
 
+import json
 import logging
 import math
 from pathlib import Path
@@ -133,6 +134,17 @@ def test_missing_ar_gives_nan_ratios_and_a_warning(tmp_path, caplog):
         runs = load([tmp_path]).runs
     assert "no AR run" in caplog.text and "pairA" in caplog.text
     assert math.isnan(runs.token_rate_ratio[0]) and math.isnan(runs.accuracy_ratio[0])
+
+
+def test_tuning_runs_without_ar_are_not_warned_about(tmp_path, caplog):
+    run_dir = sd(tmp_path, "sd2", 2, ([2, 1, 1, 0], [1, 1, 1, 0, 0]), (1.0, 1.5), 55.0)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["selection"] = {"role": "tune", "prompts": ["p0", "p1"], "selected_by": "expected_block_efficiency"}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    with caplog.at_level(logging.WARNING):
+        runs = load([tmp_path]).runs
+    assert runs.selection_role[0] == "tune" and math.isnan(runs.token_rate_ratio[0])
+    assert "no AR run" not in caplog.text
 
 
 def labelled_lines(ax) -> list[str]:
