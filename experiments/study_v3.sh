@@ -3,7 +3,7 @@
 # CPU with AVX512-BF16). Stages, in order (RSD_STAGES picks some, e.g. RSD_STAGES="fixed_length report"):
 #   fixed_length   L = 2..5, every built-in method + AR + PLD, T = 1, the three built-in sets, 48 prompts each
 #   fixed_compute  B = 6..30, depth <= 5, shapes selected on 8 tuning prompts per set (16 new tokens each)
-#   temperature    the fixed-length grid at T = 0.6 on the Dolly-style set
+#   temperature    the fixed-length grid at T = 0.6 on the Dolly-style and XSum-style sets
 #   dial           the acceptance dial, a = 0..0.9, at L = 4 and at B = 14 (the tree methods with the shapes
 #                  fixed_compute selected on the Dolly-style set; SD, the baseline of the dial's figure, as L = 14)
 #   rates          token rates: the fixed-length grid again on the first RSD_RATES_PROMPTS (default 16) prompts of
@@ -54,7 +54,9 @@ for stage in $stages; do
         sweep experiment=study_v3_fixed_compute dataset="$dataset" "$@"
       done ;;
     temperature)
-      sweep experiment=study_v3_fixed_length dataset=dolly_builtin sampling.temperature=0.6 "$@" ;;
+      for dataset in dolly_builtin xsum_builtin; do
+        sweep experiment=study_v3_fixed_length dataset="$dataset" sampling.temperature=0.6 "$@"
+      done ;;
     dial)
       sweep experiment=study_v3_dial "$@"
       selected=$(selected_at_b14 | grep -E '^(specinfer|spectr|rsd_c|rsd_s) ' || true)
