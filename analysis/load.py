@@ -284,13 +284,19 @@ def ar_baselines(runs: pd.DataFrame) -> pd.DataFrame:
     return means.rename(columns=lambda c: f"ar_{c}").reset_index()
 
 
+def dial_drafting(runs: pd.DataFrame) -> pd.Series:
+    """Dial runs (mix set) that call their draft model: the dial's draft forward also runs the target, so their
+    speeds mean nothing (AR and model-free drafters keep theirs)."""
+    return runs["mix"].ne("") & runs["draft_calls"].gt(0)
+
+
 def warn_missing_ar(runs: pd.DataFrame) -> None:
     """Warn once per setting and seed that has runs but no AR run (its ratios are NaN).
 
     Tuning runs (shapes are selected by block efficiency, never by rate) and dial runs that call their draft model
-    (omit_dial_speed drops their rates) have no AR run by design and are not warned about.
+    (dial_drafting: omit_dial_speed drops their rates) have no AR run by design and are not warned about.
     """
-    by_design = runs["selection_role"].eq("tune") | (runs["mix"].ne("") & runs["draft_calls"].gt(0))
+    by_design = runs["selection_role"].eq("tune") | dial_drafting(runs)
     for keys, group in runs[runs["ar_token_rate"].isna() & ~by_design].groupby(list(AR_KEYS), dropna=False):
         setting = ", ".join(f"{k}={v}" for k, v in zip(AR_KEYS, keys))
         log.warning("no AR run for %s: token-rate and accuracy ratios of its %d run(s) are NaN", setting, len(group))
@@ -310,9 +316,8 @@ def add_ratios(runs: pd.DataFrame, prompts: pd.DataFrame) -> tuple[pd.DataFrame,
 
 
 def omit_dial_speed(runs: pd.DataFrame, prompts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Both tables with SPEED set to NaN for dial runs (mix set) that called their draft model, flagged by
-    `speed_omitted`: the dial's draft forward also runs the target (AR and model-free drafters keep theirs)."""
-    omitted = runs["mix"].ne("") & runs["draft_calls"].gt(0)
+    """Both tables with SPEED set to NaN for the dial_drafting runs, flagged by `speed_omitted`."""
+    omitted = dial_drafting(runs)
     dirs = set(runs.loc[omitted, "run_dir"])
     runs, prompts = runs.assign(speed_omitted=omitted), prompts.assign(speed_omitted=prompts["run_dir"].isin(dirs))
     for frame in (runs, prompts):

@@ -1,6 +1,5 @@
 """analysis/: synthetic run directories with hand-computed metrics -> tables, markdown, figures, report, callback."""
 
-import json
 import logging
 import math
 from pathlib import Path
@@ -26,10 +25,10 @@ def ar(root: Path, name: str, wall: float, scores: tuple[float, float], accuracy
 
 
 def sd(root: Path, name: str, length: int, steps: tuple[list[int], list[int]], walls: tuple[float, float],
-       accuracy: float, sampling: dict = HOT, complete: bool = True) -> Path:
+       accuracy: float, sampling: dict = HOT, complete: bool = True, extra: dict | None = None) -> Path:
     recs = [record(f"p{i}", a, w, 50.0 + 10 * i, length, length) for i, (a, w) in enumerate(zip(steps, walls))]
     return write_run(root, name, "sd", {"draft_length": length}, f"L{length}", "fixed_length", length, recs, accuracy,
-                     sampling, complete)
+                     sampling, complete, extra)
 
 
 def rsd_c(root: Path, name: str, branching: list[int], steps: tuple[list[int], list[int]], accuracy: float) -> None:
@@ -137,10 +136,8 @@ def test_missing_ar_gives_nan_ratios_and_a_warning(tmp_path, caplog):
 
 
 def test_tuning_runs_without_ar_are_not_warned_about(tmp_path, caplog):
-    run_dir = sd(tmp_path, "sd2", 2, ([2, 1, 1, 0], [1, 1, 1, 0, 0]), (1.0, 1.5), 55.0)
-    summary = json.loads((run_dir / "summary.json").read_text())
-    summary["selection"] = {"role": "tune", "prompts": ["p0", "p1"], "selected_by": "expected_block_efficiency"}
-    (run_dir / "summary.json").write_text(json.dumps(summary))
+    tuning = {"selection": {"role": "tune", "prompts": ["p0", "p1"], "selected_by": "expected_block_efficiency"}}
+    sd(tmp_path, "sd2", 2, ([2, 1, 1, 0], [1, 1, 1, 0, 0]), (1.0, 1.5), 55.0, extra=tuning)
     with caplog.at_level(logging.WARNING):
         runs = load([tmp_path]).runs
     assert runs.selection_role[0] == "tune" and math.isnan(runs.token_rate_ratio[0])
