@@ -56,7 +56,13 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("roots", nargs="+", type=Path, help="out_dirs (or run directories) holding the runs")
     args = ap.parse_args(argv)
-    print(markdown(rate_ratios(load(args.roots).prompts)))
+    try:
+        prompts = load(args.roots).prompts
+    except (FileNotFoundError, ValueError) as err:  # a missing root, or no complete run under it
+        ap.exit(2, f"rate_ratios: {err}\n")
+    if not (prompts["method"] == "ar").any():
+        ap.exit(2, f"rate_ratios: no AR run under {', '.join(map(str, args.roots))}: nothing to take ratios to\n")
+    print(markdown(rate_ratios(prompts)))
 
 
 if __name__ == "__main__":
