@@ -6,7 +6,8 @@ see analysis.tables), error bars = 95% t confidence intervals over prompts (rati
 value). Methods are offset a little left and right of each budget point (dodged) so that their markers and error
 bars do not hide each other; the tick marks the true point. AR is a dashed horizontal line with a shaded band (its
 95% CI), both in the legend. The token-rate panel shows the decode rate (prefill excluded) when every run records
-it. Plus acceptance by tree depth, one panel per budget point, with 95% CIs over prompts; the fraction of the
+it, and its title the load average the runs started at (other jobs on the machine slow the timings). Plus
+acceptance by tree depth, one panel per budget point, with 95% CIs over prompts; the fraction of the
 optimum at the root against the budget points (runs that record it); and for the acceptance dial, each method's
 block-efficiency gain over SD against SD's measured acceptance, one point per mix. The dial's MBSU and token rate
 are not drawn (its draft forward runs the target) and the panels say so.
@@ -63,14 +64,26 @@ def method_styles(methods: Iterable[str]) -> dict[str, dict[str, str]]:
     return styles
 
 
-def panels(best: pd.DataFrame) -> list[tuple[str, str, str]]:
-    """(column, panel title, y label) of the four panels; the token rate is the decode rate when every run has it."""
+def load_words(runs: pd.DataFrame) -> str:
+    """Where the timings of `runs` were taken: 'timed at load 1.9-2.3 on 2 CPUs' (1-minute load average at each
+    run's start, from run.json), '' when no run recorded it."""
+    loads, cpus = runs["load_average"].to_numpy(float), runs["cpu_count"].to_numpy(float)
+    if not np.isfinite(loads).any():
+        return ""
+    cpu = f" on {int(np.nanmax(cpus))} CPUs" if np.isfinite(cpus).any() else ""
+    return f"timed at load {np.nanmin(loads):.1f}-{np.nanmax(loads):.1f}{cpu}"
+
+
+def panels(best: pd.DataFrame, timing: str = "") -> list[tuple[str, str, str]]:
+    """(column, panel title, y label) of the four panels; the token rate is the decode rate when every run has it,
+    its title naming the load it was `timing` at (load_words)."""
     score = score_name(best["task"])
     rate = token_rate_column(best)
     decode = rate == "decode_token_rate_ratio"
+    name = "Decode token rate" if decode else "Token rate"
     return [("block_efficiency", "Block efficiency", "tokens per target call"),
             ("mbsu", "MBSU", "memory-bound speed-up (×)"),
-            (rate, "Decode token rate" if decode else "Token rate",
+            (rate, f"{name}\n({timing})" if timing else name,
              "decode token rate / AR's (×, prefill excluded)" if decode else "token rate / AR token rate (×)"),
             ("accuracy_ratio", f"Accuracy ({score})", f"{score} / AR's {score} (×)")]
 
@@ -91,11 +104,13 @@ def draw_baseline(ax: Axes, row: pd.Series, metric: str, style: Mapping[str, str
 
 
 def draw_method(ax: Axes, rows: pd.DataFrame, metric: str, style: Mapping[str, str], label: str, dx: float) -> None:
-    """One method's line over the budget points (shifted by dx), with 95% CI error bars."""
+    """One method's line over the budget points (shifted by dx), with 95% CI error bars, cut at 0 below (every
+    drawn metric is a count or ratio that cannot be negative)."""
     x, y = rows["x"].to_numpy(float) + dx, rows[metric].to_numpy(float)
+    ci = rows[f"{metric}_ci"].to_numpy(float)
     ax.plot(x, y, color=style["color"], marker=style["marker"], label=label)
-    ax.errorbar(x, y, yerr=rows[f"{metric}_ci"].to_numpy(float), fmt="none", ecolor=style["color"], elinewidth=1.2,
-                capsize=3, alpha=0.8)
+    ax.errorbar(x, y, yerr=[np.minimum(ci, np.maximum(y, 0.0)), ci], fmt="none", ecolor=style["color"],
+                elinewidth=1.2, capsize=3, alpha=0.8)
 
 
 def new_figure(width: float, height: float) -> Figure:
@@ -140,15 +155,17 @@ def set_points(ax: Axes, points: list[float], shift: Mapping[str, float]) -> Non
     ax.set_xlim(min(points) - pad, max(points) + pad)
 
 
-def performance_figure(best: pd.DataFrame, kind: str, title: str, styles: Mapping[str, Mapping[str, str]]) -> Figure:
-    """Four panels (BE, MBSU, token-rate ratio, accuracy ratio) against the budget points, one line per method."""
+def performance_figure(best: pd.DataFrame, kind: str, title: str, styles: Mapping[str, Mapping[str, str]],
+                       timing: str = "") -> Figure:
+    """Four panels (BE, MBSU, token-rate ratio, accuracy ratio) against the budget points, one line per method; the
+    rate panel's title says `timing` (load_words)."""
     points = sorted(float(x) for x in best.loc[best["budget"] == kind, "x"].unique())
     drafted = [m for m in method_order(best["method"]) if ((best["method"] == m) & (best["budget"] == kind)).any()]
     shift = offsets(drafted, points)
     with mpl.rc_context(STYLE):
         fig = new_figure(17, 5.0)
         axes = fig.subplots(1, 4, sharex=True)
-        for ax, (metric, name, ylabel) in zip(axes, panels(best)):
+        for ax, (metric, name, ylabel) in zip(axes, panels(best, timing)):
             for method in method_order(best["method"]):
                 rows = best[best["method"] == method]
                 if rows["budget"].isna().all():
@@ -167,7 +184,7 @@ def performance_figure(best: pd.DataFrame, kind: str, title: str, styles: Mappin
                         fontsize=9)
         figure_legend(fig, axes)
         suptitle(fig, title, f"{KINDS[kind][0]}: one shape per method and point (as in the tables); methods offset "
-                 "sideways at each point; error bars and AR band: 95% CI over prompts")
+                 "sideways at each point; error bars and AR band: 95% CI over prompts (cut at 0)")
     return fig
 
 
@@ -241,7 +258,8 @@ def optimum_figure(best: pd.DataFrame, kind: str, title: str, styles: Mapping[st
             draw_method(ax, drafted[drafted["method"] == method].sort_values("x"), "fraction_of_optimum",
                         styles[method], method_label(method), shift[method])
         ax.set(xlabel=XLABELS[kind], ylabel="root acceptance / alpha* (fraction of the optimum)")
-        ax.set_ylim(0, 1.05)
+        tops = (drafted["fraction_of_optimum"] + drafted["fraction_of_optimum_ci"]).to_numpy(float)
+        ax.set_ylim(0, max(1.05, 1.02 * float(np.nanmax(tops))) if np.isfinite(tops).any() else 1.05)
         set_points(ax, points, shift)
         figure_legend(fig, [ax])
         suptitle(fig, f"Fraction of the optimum at the root: {title}", f"{ALPHA_STAR}; 1 = no lossless verifier "
@@ -333,7 +351,8 @@ def figures(tables: Tables) -> Iterator[tuple[str, Figure]]:
     for setting, group in settings(best):
         for kind in (k for k in KINDS if (group["budget"] == k).any()):
             title, stem = setting_title(setting), slug(setting, kind, several)
-            yield stem, performance_figure(group, kind, title, styles)
+            timed = tables.runs[tables.runs["run_dir"].isin([d for ds in group["run_dirs"] for d in ds])]
+            yield stem, performance_figure(group, kind, title, styles, load_words(timed))
             yield f"{stem}_acceptance", acceptance_figure(group, tables.steps, kind, title, styles)
             if np.isfinite(group.loc[group["budget"] == kind, "fraction_of_optimum"].to_numpy(float)).any():
                 yield f"{stem}_optimum", optimum_figure(group, kind, title, styles)

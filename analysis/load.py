@@ -201,11 +201,30 @@ def selection_columns(summary: Mapping[str, Any]) -> dict:
             "selected_by": str(sel.get("selected_by") or ""), "selection_rank": nan_if_none(sel.get("rank"))}
 
 
-def run_row(run_dir: Path, summary: Mapping[str, Any], records: list[Mapping[str, Any]]) -> dict:
-    """One run's row: keys, summary metrics, the time split, acceptance by depth (accept_d1..) and selection.
+def provenance(run_dir: Path) -> dict:
+    """From run.json's environment: `load_average` (1-minute load when the run started, NaN unrecorded),
+    `cpu_count`, `git_sha`, `git_tree` ('clean', 'modified', or '' where the run predates the flag) and
+    `git_diff_sha256` (of `git diff HEAD` in a modified tree)."""
+    try:
+        env = json.loads((run_dir / "run.json").read_text(encoding="utf-8")).get("environment") or {}
+    except (OSError, ValueError, AttributeError):
+        env = {}
+    env = env if isinstance(env, Mapping) else {}
+    load_average = env.get("load_average")
+    dirty = env.get("rsd_git_dirty")
+    return {"load_average": float(load_average[0]) if isinstance(load_average, list) and load_average else NAN,
+            "cpu_count": nan_if_none(env.get("cpu_count")), "git_sha": str(env.get("rsd_git_sha") or ""),
+            "git_tree": "" if dirty is None else ("modified" if dirty else "clean"),
+            "git_diff_sha256": str(env.get("rsd_git_diff_sha256") or "")}
 
-    Measured metrics come from the summary; `expected_block_efficiency` and `decode_token_rate` from the summary when
-    it has them, else from the records (NaN when the records lack them too); OPTIMUM from the summary (NaN without).
+
+def run_row(run_dir: Path, summary: Mapping[str, Any], records: list[Mapping[str, Any]]) -> dict:
+    """One run's row: keys, summary metrics, the time split, acceptance by depth (accept_d1..), selection and
+    provenance (run.json).
+
+    Measured metrics come from the summary (run-level ratios of sums); `expected_block_efficiency` and
+    `decode_token_rate` from the summary when it has them, else from the records (NaN when the records lack them
+    too); OPTIMUM from the summary (NaN without); `<be>_prompt_mean`: the means over prompts of per-prompt ratios.
     """
     wall = summary["wall_s"]
     calls = sum(r["target_calls"] for r in records)
@@ -220,6 +239,11 @@ def run_row(run_dir: Path, summary: Mapping[str, Any], records: list[Mapping[str
         "prompts": summary["prompts"], "new_tokens": summary["new_tokens"], "target_calls": summary["target_calls"],
         "draft_calls": summary["draft_calls"], "block_efficiency": summary["block_efficiency"],
         "expected_block_efficiency": nan_if_none(summary.get("expected_block_efficiency", expected_run)),
+        # the tables' definition of a cell (analysis.tables.CELL_MEANS), per run: the mean of per-prompt ratios
+        "block_efficiency_prompt_mean": float(np.mean([block_efficiency(r["new_tokens"], r["target_calls"])
+                                                       for r in records])) if records else NAN,
+        "expected_block_efficiency_prompt_mean": float(np.mean([expected_be(r) for r in records])) if records
+        else NAN,
         "mbsu": summary["mbsu"], "token_rate": summary["token_rate"], "token_rate_ratio": NAN,
         "decode_token_rate": nan_if_none(summary.get("decode_token_rate") if summary.get("decode_token_rate")
                                          is not None else decode_rate(records)),
@@ -232,7 +256,7 @@ def run_row(run_dir: Path, summary: Mapping[str, Any], records: list[Mapping[str
         "wall_s": wall, "elapsed_s": nan_if_none(summary.get("elapsed_s")),
         **{f"time_{t}_s": summary[f"time_{t}_s"] for t in TIMES},
         **{f"frac_{t}": summary[f"time_{t}_s"] / wall if wall > 0 else NAN for t in TIMES},
-        **selection_columns(summary),
+        **selection_columns(summary), **provenance(run_dir),
         **{f"accept_d{d}": a for d, a in enumerate(summary["acceptance_by_depth"], start=1)},
     }
 

@@ -117,7 +117,8 @@ def build_report(inputs: Iterable[Path | str], out: Path | str, compact: bool = 
     best = pd.concat([best, pooled], ignore_index=True) if len(pooled) else best
     markdown["pairs"] = pairs_markdown(best, pairs)
     extra = {"optimum": optimum, "greedy": greedy_table(tables.runs, tables.prompts),
-             "selection": selection_table(tables.runs), "expectation": expectation_check(tables.runs, tables.prompts),
+             "selection": selection_table(tables.runs),
+             "expectation": expectation_check(tables.runs, tables.prompts),
              "compute": compute_table(tables.runs)}
     markdown.update({name: text for name, text in extra.items() if text})
     rankings = []

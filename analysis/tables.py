@@ -7,7 +7,12 @@ cell is the shape ranked first there (`selection.rank`, else the best of the eva
 Otherwise, where several shapes meet the point, the cell is the best of them on the very prompts the table reports
 (by expected block efficiency when every shape has it, else measured), labelled "best of N on these prompts":
 that choice is biased upward (winner's curse). The MBSU and token-rate tables show the same shape. AR drafts
-nothing, so its single value fills every budget point. Each cell is mean ± SE over prompts.
+nothing, so its single value fills every budget point.
+
+A cell of block efficiency, expected block efficiency or MBSU (CELL_MEANS) is the mean over its prompts of the
+per-prompt values (a prompt's tokens / its target calls), ± their SE: the estimator the paired comparisons and the
+shape choices of these tables use. A token-rate cell is the run's rate (total tokens / total seconds) over AR's, ±
+the SE of the per-prompt ratios; the optimum's cells are defined in table_optimum.md.
 
 The acceptance dial's runs (model_pair.mix set) show '–' in the MBSU and token-rate tables, with a footnote: their
 draft forward also runs the target. table_optimum.md shows each method's root acceptance, the root optimum alpha*
@@ -24,6 +29,7 @@ from scipy import stats as sps
 
 from analysis.load import DIAL_NOTE, OPTIMUM, SETTING, SPEED
 from analysis.names import KINDS, method_label, method_order, setting_title
+from rsd.selection import SELECTED_BY
 
 METRICS = {
     "block_efficiency": "Block efficiency (generated tokens per target call)",
@@ -44,6 +50,9 @@ OPTIMUM_TITLES = {
     "fraction_of_optimum": "Fraction of the optimum (root acceptance / alpha*)",
 }
 POINT = (*SETTING, "budget", "x", "method")  # one table cell (per metric)
+# A cell of these is the mean over its prompts of the per-prompt values (each prompt's tokens / target calls), the
+# same numbers its ± and every paired comparison use; the run-level ratio of sums appears only where labelled so.
+CELL_MEANS = ("block_efficiency", "expected_block_efficiency", "mbsu")
 
 
 def settings(frame: pd.DataFrame) -> list[tuple[dict, pd.DataFrame]]:
@@ -61,6 +70,8 @@ def choose(group: pd.DataFrame) -> tuple[pd.Series, str, str]:
         pick = tuned.sort_values(["selection_rank", crit], ascending=[True, False], na_position="last",
                                  kind="stable").iloc[0]
         by = str(pick["selected_by"] or "the runner's criterion").split(" on ")[0]  # older runs named the prompts
+        if by == "expected block efficiency":  # runs before budget.select.by ranked the run-level value
+            by = SELECTED_BY["ratio_of_sums"]
         words = f"selected on {int(pick['selection_prompts'])} tuning prompts by {by}"
         if len(tuned) > 1 and not np.isfinite(pick["selection_rank"]):
             words += f", then best of {len(tuned)} on these prompts by {crit_words} (biased upward)"
@@ -71,12 +82,21 @@ def choose(group: pd.DataFrame) -> tuple[pd.Series, str, str]:
     return pick, "best_of", f"best of {len(group)} shapes on these prompts by {crit_words} (biased upward)"
 
 
-def best_shapes(runs: pd.DataFrame, prompts: pd.DataFrame | None = None) -> pd.DataFrame:
+def prompt_means(run_dirs: pd.Series, prompts: pd.DataFrame, metrics: tuple[str, ...] = CELL_MEANS
+                 ) -> pd.DataFrame:
+    """Per entry of `run_dirs` (a list of run directories each): the mean over those runs' prompts of each metric's
+    per-prompt value (finite values only; NaN when there is none), the cell definition of CELL_MEANS."""
+    by_run = prompts.set_index("run_dir")[list(metrics)]
+    return pd.DataFrame([by_run.loc[dirs].mean() for dirs in run_dirs], index=run_dirs.index, columns=list(metrics))
+
+
+def best_shapes(runs: pd.DataFrame, prompts: pd.DataFrame, errors: bool = True) -> pd.DataFrame:
     """One row per (setting, budget kind, point, method): the shape that represents the method (module docstring).
 
-    Adds `n_shapes` (evaluated shapes that met the point), `seeds`, `run_dirs` (the runs behind the chosen shape),
-    `selection_kind` ('', 'tuned', 'best_of') and `selection` (how it was chosen, in words); with `prompts`, also
-    `<metric>_se` and `<metric>_ci` (see with_errors).
+    CELL_MEANS metrics are means over the prompts of the shape's runs (seeds pooled); the others are means over
+    seeds of the run-level values. Adds `n_shapes` (evaluated shapes that met the point), `seeds`, `run_dirs` (the
+    runs behind the chosen shape), `selection_kind` ('', 'tuned', 'best_of') and `selection` (how it was chosen, in
+    words); with `errors`, also `<metric>_se` and `<metric>_ci` (see with_errors).
     """
     evaluated = runs[runs["selection_role"] != "tune"]
     accepts = [c for c in runs.columns if c.startswith("accept_d")]
@@ -86,13 +106,14 @@ def best_shapes(runs: pd.DataFrame, prompts: pd.DataFrame | None = None) -> pd.D
                       selection_rank=("selection_rank", "min"), selection_prompts=("selection_prompts", "max"),
                       selected_by=("selected_by", "first"), speed_omitted=("speed_omitted", "any"))
                  .reset_index())
+    per_shape[list(CELL_MEANS)] = prompt_means(per_shape["run_dirs"], prompts)
     rows = []
     for _, group in per_shape.groupby(list(POINT), dropna=False, sort=False):
         pick, kind, words = choose(group)
         rows.append({**pick.to_dict(), "n_shapes": len(group), "selection_kind": kind, "selection": words})
     best = (pd.DataFrame(rows).astype({"x": "Int64"}).sort_values(list(POINT), na_position="first")
             .reset_index(drop=True))
-    return best if prompts is None else with_errors(best, prompts)
+    return with_errors(best, prompts) if errors else best
 
 
 def standard_error(values: pd.Series) -> tuple[float, int]:
@@ -138,9 +159,17 @@ def caption(group: pd.DataFrame, metric: str, kind: str, spread: str = "se") -> 
     shape was chosen."""
     kind_name, symbol = KINDS[kind]
     seeds = int(group["seeds"].max())
-    cells = "mean ± SE" if spread == "se" else "mean ± the half-width of the 95% t interval"
-    text = (f"Rows: methods; columns: {kind_name} {symbol}. Each cell is {cells} over prompts (seeds pooled; "
-            f"{seeds} seed(s)).")
+    spread_words = "SE" if spread == "se" else "the half-width of the 95% t interval"
+    if metric in CELL_MEANS:
+        what = (f"the mean over prompts of the per-prompt value ± its {spread_words} (seeds pooled; {seeds} "
+                "seed(s))")
+        if metric != "mbsu":
+            what += ("; a prompt's value is its tokens / its target calls, not the run's total tokens / total "
+                     "target calls")
+    else:
+        what = (f"the run-level value (seeds averaged; {seeds} seed(s)) ± the {spread_words} of the per-prompt "
+                "values")
+    text = f"Rows: methods; columns: {kind_name} {symbol}. Each cell is {what}."
     if group["budget"].isna().any():
         text += " AR drafts nothing: its one value fills every budget point."
     drafted = group[group["budget"] == kind]
@@ -265,20 +294,41 @@ def greedy_table(runs: pd.DataFrame, prompts: pd.DataFrame) -> str:
     return "\n".join(parts)
 
 
+def selection_changes(tune: pd.DataFrame) -> tuple[int, int]:
+    """(cells whose first-ranked shape differs between the run-level ratio of sums and the prompt mean of expected
+    block efficiency, cells with two or more tuning runs), over every (setting, budget point, method) of `tune`."""
+    changed = cells = 0
+    for _, cell_runs in tune.groupby([*SETTING, "budget", "x", "method"], dropna=False, sort=False):
+        if len(cell_runs) < 2:
+            continue
+        cells += 1
+        tops = [cell_runs.sort_values([column, "shape_tag"], ascending=[False, True], kind="stable")["shape_tag"]
+                .iloc[0] for column in ("expected_block_efficiency", "expected_block_efficiency_prompt_mean")]
+        changed += tops[0] != tops[1]
+    return changed, cells
+
+
 def selection_table(runs: pd.DataFrame) -> str:
-    """The tuning runs: per point and method, every shape's score on the tuning prompts and which ones went on to the
-    evaluation prompts. Empty string when no run was a tuning run."""
+    """The tuning runs: per point and method, every shape's score on the tuning prompts (run-level and prompt mean)
+    and which ones went on to the evaluation prompts, and how many cells the other ranking would change. Empty
+    string when no run was a tuning run."""
     tune = runs[runs["selection_role"] == "tune"]
     if tune.empty:
         return ""
     eval_runs = runs[runs["selection_role"] == "eval"]
-    parts = []
+    changed, cells = selection_changes(tune)
+    parts = [f"Ranked by the other definition of expected block efficiency (prompt mean instead of run-level ratio "
+             f"of sums, or the reverse), {changed} of {cells} cells with two or more tuning runs would select another "
+             "shape.\n"]
     for setting, group in settings(tune):
         lines = [f"### Shape selection on tuning prompts: {setting_title(setting)}", "",
-                 "Each tuning run's block efficiency (expected where recorded, else measured) on the tuning prompts, "
-                 "and whether that shape was then run on the evaluation prompts.", "",
-                 "| budget | method | shape | tuning prompts | selected by | expected BE | measured BE | evaluated |",
-                 "|---|---|---|---:|---|---:|---:|---|"]
+                 "Each tuning run's expected block efficiency on the tuning prompts, as the run-level ratio of sums "
+                 "(total expected tokens / total target calls) and as the mean over prompts of per-prompt values, "
+                 "its measured block efficiency (run-level), and whether that shape was then run on the evaluation "
+                 "prompts.", "",
+                 "| budget | method | shape | tuning prompts | selected by | expected BE, run-level | "
+                 "expected BE, prompt mean | measured BE, run-level | evaluated |",
+                 "|---|---|---|---:|---|---:|---:|---:|---|"]
         for _, run in group.sort_values(["budget", "x", "method", "expected_block_efficiency", "block_efficiency"],
                                         ascending=[True, True, True, False, False]).iterrows():
             same = eval_runs[(eval_runs["method"] == run["method"]) & (eval_runs["budget"] == run["budget"])
@@ -288,7 +338,8 @@ def selection_table(runs: pd.DataFrame) -> str:
                     same = same[same[key] == value]
             lines.append(f"| {run['budget_value']} | {method_label(run['method'])} | {run['shape_tag']} | "
                          f"{run['selection_prompts'] or run['prompts']} | {run['selected_by'] or '–'} | "
-                         f"{fmt(run['expected_block_efficiency'])} | {fmt(run['block_efficiency'])} | "
+                         f"{fmt(run['expected_block_efficiency'])} | "
+                         f"{fmt(run['expected_block_efficiency_prompt_mean'])} | {fmt(run['block_efficiency'])} | "
                          f"{'yes' if len(same) else 'no'} |")
         parts.append("\n".join(lines) + "\n")
     return "\n".join(parts)
@@ -322,4 +373,25 @@ def compute_table(runs: pd.DataFrame) -> str:
     lines.append(f"| **all** | | {len(runs)} | {int((runs['selection_role'] == 'tune').sum())} | "
                  f"{hours(runs['wall_s'])} | {hours(runs['elapsed_s'])} | "
                  f"{int(runs['elapsed_s'].isna().sum())} |")
+    return "\n".join(lines) + "\n\n" + provenance_text(runs)
+
+
+def provenance_text(runs: pd.DataFrame) -> str:
+    """The code behind the runs (run.json): runs per commit, how many came from a clean or a modified checkout or
+    predate the flag, and every run from a modified checkout (its commit and the sha256 of its diff)."""
+    tree = runs["git_tree"]
+    commits = runs["git_sha"].replace("", "unrecorded").value_counts(sort=False).sort_index()
+    lines = ["## Provenance", "",
+             f"Runs per commit: {', '.join(f'{sha[:10]} ({n})' for sha, n in commits.items())}. Working tree at "
+             f"each run's start (tracked files against that commit): {int((tree == 'clean').sum())} clean, "
+             f"{int((tree == 'modified').sum())} modified, {int((tree == '').sum())} not recorded (runs made "
+             "before run.json recorded it)."]
+    modified = runs[tree == "modified"]
+    if len(modified):
+        lines += ["", "Runs from a modified checkout:", "", "| setting | budget | method | shape | commit | "
+                  "diff sha256 |", "|---|---|---|---|---|---|"]
+        for _, run in modified.sort_values(["budget_value", "method", "shape_tag"]).iterrows():
+            setting = setting_title({k: run[k] for k in SETTING})
+            lines.append(f"| {setting} | {run['budget_value']} | {method_label(run['method'])} | "
+                         f"{run['shape_tag']} | {run['git_sha'][:10]} | {run['git_diff_sha256'][:16]} |")
     return "\n".join(lines) + "\n"

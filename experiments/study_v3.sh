@@ -6,8 +6,9 @@
 #   temperature    the fixed-length grid at T = 0.6 on the Dolly-style and XSum-style sets
 #   dial           the acceptance dial, a = 0..0.9, at L = 4 and at B = 14 (the tree methods with the shapes
 #                  fixed_compute selected on the Dolly-style set; SD, the baseline of the dial's figure, as L = 14)
-#   rates          token rates: the fixed-length grid again on the first RSD_RATES_PROMPTS (default 16) prompts of
-#                  each set, in one process on an otherwise idle machine (its own out_dir; run it alone, note `uptime`)
+#   rates          token rates: the fixed-length grid again on the first RSD_RATES_PROMPTS (default 8, as the
+#                  committed pass) prompts of each set, in one process on an otherwise idle machine (its own out_dir;
+#                  run it alone, note `uptime`)
 #   archive        the records archives: one per budget directory, byte-identical when its runs did not change
 #   report         docs/results/embedded-v3 (and embedded-v3/rates), then the archives
 # Every sweep is resumable: rerun to continue. RSD_WORKERS processes (default 2, one torch thread each) share each
@@ -17,8 +18,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stages=${RSD_STAGES:-fixed_length fixed_compute temperature dial rates report}
+rates_prompts=${RSD_RATES_PROMPTS:-8}  # the committed token-rate pass: 8 prompts per set
 docs=docs/results/embedded-v3
 out=results/study/embedded-v3
+echo "[study_v3] stages: $stages; RSD_WORKERS=${RSD_WORKERS:-2}; RSD_RATES_PROMPTS=$rates_prompts; extra arguments:" \
+  "${*:-none}"
 
 worker() { python run.py -m "$@"; }
 
@@ -70,7 +74,7 @@ for stage in $stages; do
       uptime
       for dataset in dolly_builtin xsum_builtin wmt_builtin; do
         RSD_WORKERS=1 sweep experiment=study_v3_fixed_length dataset="$dataset" \
-          dataset.num_prompts="${RSD_RATES_PROMPTS:-16}" out_dir="$out-rates" "$@"
+          dataset.num_prompts="$rates_prompts" out_dir="$out-rates" "$@"
       done
       uptime ;;
     archive)

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
 
 from rsd.budgets import MAX_TREE_TOKENS, Budget, select_shapes
 from rsd.drafters.base import Drafter
 from rsd.errors import ConfigError, RsdError, one_line
 from rsd.models.hardware import resolve_dtype
-from rsd.registry import DRAFTERS, lookup
+from rsd.registry import DRAFTERS, RULES, VERIFIERS, lookup
 from rsd.sampling import SamplingParams
 from rsd.selection import selection_config
 from rsd.validate import validate_config
@@ -73,12 +74,14 @@ class ModelPairConfig:
 @dataclass(frozen=True)
 class Selection:
     """`budget.select`: rank every shape on `prompts` tuning prompts (from index `offset`, default the dataset's last;
-    `new_tokens` new tokens each, default the run's), run the best `top` on the evaluation prompts."""
+    `new_tokens` new tokens each, default the run's), run the best `top` by `by` (rsd.selection.RANKINGS) on the
+    evaluation prompts."""
 
     prompts: int
     top: int
     offset: int | None = None
     new_tokens: int | None = None
+    by: str = "prompt_mean"
 
 
 @dataclass(frozen=True)
@@ -142,9 +145,10 @@ class RunConfig:
         ident["budget"] = ({k: v for k, v in cfg["budget"].items() if k not in SHAPE_FILTER_KEYS} if uses_draft
                            else None)
         if ident["budget"] and isinstance(ident["budget"].get("select"), Mapping):
-            # Where the tuning prompts sit is in the tuning runs' own inputs (their examples' digest); an evaluation
-            # run's results do not depend on it, so a preset that pins it keeps its runs' identities.
-            ident["budget"]["select"] = {k: v for k, v in ident["budget"]["select"].items() if k != "offset"}
+            # Where the tuning prompts sit is in the tuning runs' own inputs (their examples' digest), and how they
+            # are ranked chooses runs without changing any: a preset that pins either keeps its runs' identities.
+            ident["budget"]["select"] = {k: v for k, v in ident["budget"]["select"].items()
+                                         if k not in ("offset", "by")}
         if inputs is not None:
             ident["inputs"] = dict(inputs)
         if self.drafter.verifier is not None:
@@ -153,8 +157,16 @@ class RunConfig:
 
 
 def to_dict(cfg: DictConfig | Mapping) -> dict:
-    """Hydra's config (or a mapping) as plain, resolved data."""
-    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    """Hydra's config (or a mapping) as plain, resolved data; ConfigError naming the key whose interpolation
+    (`${oc.env:VAR}`, `${other.key}`) does not resolve."""
+    if not isinstance(cfg, DictConfig):
+        return dict(cfg)
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)
+    except InterpolationResolutionError as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ConfigError(f"{err.full_key or 'a config value'}: its interpolation does not resolve ({first}); set "
+                          "what it names (e.g. export the environment variable) or give the value directly") from None
 
 
 def resolve_config(cfg: DictConfig | Mapping) -> RunConfig:
@@ -189,6 +201,8 @@ def _resolve_drafter(drafter_cfg: Mapping[str, Any], budget: Budget, pin: Mappin
     target, method = params.pop("_target_"), params.pop("name")
     cls = lookup(DRAFTERS, target)
     verifier = params.pop("verifier", None)
+    if verifier is not None and not isinstance(verifier, str):  # 42: refused by name, like a bad dotted path
+        lookup(VERIFIERS, verifier, "drafter.verifier")
     verifier = None if verifier == cls.verifier else verifier
     if verifier is not None:
         method = f"{method}+{verifier}"  # another verifier on the same trees is another method
@@ -199,6 +213,9 @@ def _resolve_drafter(drafter_cfg: Mapping[str, Any], budget: Budget, pin: Mappin
     except Exception as err:  # a user's drafter: its own words, on one line
         raise ConfigError(f"drafter {method!r} could not list its shapes for budget {budget.tag}: "
                           f"{type(err).__name__}: {one_line(err)}") from None
+    if not isinstance(listed, (list, tuple)) or not all(isinstance(shape, Mapping) for shape in listed):
+        raise ConfigError(f"drafter {method!r}: shapes() returned {listed!r:.60} for budget {budget.tag}; it must "
+                          "return a list of shapes, each a dict of the class's keyword arguments")
     shapes = select_shapes(method, listed, budget, pin)
     drafters = DrafterConfig(method, target, cls, verifier, tuple(shapes))
     for shape in shapes:
@@ -206,6 +223,7 @@ def _resolve_drafter(drafter_cfg: Mapping[str, Any], budget: Budget, pin: Mappin
             drafter = drafters.make(shape)
         except Exception as err:
             raise ConfigError(f"drafter {method!r} rejects shape {shape}: {one_line(err, where=False)}") from None
+        check_plugin_drafter(drafter, method, shape)
         if drafter.max_tree_size > MAX_TREE_TOKENS:
             raise ConfigError(f"drafter {method!r} with shape {shape} drafts {drafter.max_tree_size:,} tokens per "
                               f"step, above {MAX_TREE_TOKENS:,} (more than any model's context holds): choose a "
@@ -213,6 +231,23 @@ def _resolve_drafter(drafter_cfg: Mapping[str, Any], budget: Budget, pin: Mappin
         if verifier is not None:
             verifier_for(drafter)  # refuse a verifier that is not exact on these trees before any model loads
     return drafters
+
+
+def check_plugin_drafter(drafter: Drafter, method: str, shape: Mapping[str, Any]) -> None:
+    """ConfigError before any model loads unless one built drafter has integer `draft_length` and `max_tree_size`
+    >= 0 and, when the node-rule walk verifies it, a node rule that resolves (a name, a dotted path, a callable)."""
+    for attr, what in (("draft_length", "the most levels a step drafts"),
+                       ("max_tree_size", "the most drafted tokens a step verifies")):
+        try:
+            value = getattr(drafter, attr)
+        except Exception as err:  # a user's property: its own words, on one line
+            raise ConfigError(f"drafter {method!r} with shape {dict(shape)}: {attr} raised {type(err).__name__}: "
+                              f"{one_line(err)}") from None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"drafter {method!r} with shape {dict(shape)} has {attr}={value!r:.40}; it must be an "
+                              f"integer >= 0 ({what})")
+    if getattr(drafter, "verifier", "walk") == "walk" and not callable(getattr(drafter, "rule", None)):
+        lookup(RULES, getattr(drafter, "rule", None), f"drafter {method!r}: its rule")
 
 
 __all__ = ["NON_IDENTITY_KEYS", "SHAPE_FILTER_KEYS", "Dataset", "DrafterConfig", "ModelPairConfig", "RunConfig",

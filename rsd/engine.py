@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import torch
 
 from rsd.coins import Coins, Draws, RandomCoins, RandomDraws
 from rsd.drafters.base import Drafter
-from rsd.errors import RsdError
+from rsd.errors import RsdError, one_line
 from rsd.models.adapter import CausalLM
 from rsd.optimum import root_optimum
 from rsd.sampling import SamplingParams, probs_from_logits
 from rsd.tree import DraftTree
-from rsd.verify import verifier_for
+from rsd.verify import Verifier, verifier_for
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -115,6 +119,10 @@ class VerifierContractError(RsdError, RuntimeError):
     """A verifier broke the contract of `rsd.verify.base.Verifier` (the message names the verifier and the rule)."""
 
 
+class PluginError(RsdError, RuntimeError):
+    """A drafter's build or a verifier's verify or expected_yield raised (the message names it and the exception)."""
+
+
 class ModelDraftContext:
     """The engine's `rsd.drafters.base.DraftContext`: draft distributions of tree nodes (one draft forward per call)
     and `draws`, the only randomness a drafter may use (rsd.coins.Draws).
@@ -175,6 +183,33 @@ class ModelDraftContext:
         return probs
 
 
+def is_token(value: object, size: int) -> bool:
+    """`value` is a Python int (not a bool, a float or a tensor) in [0, size): a token id or a node index."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < size
+
+
+def plugin_call(fn: Callable[..., T], who: str, *args: object) -> T:
+    """`fn(*args)`; whatever it raises but an RsdError becomes a PluginError naming `who` ("drafter 'x' build"),
+    the original chained (and in the run's error.json)."""
+    try:
+        return fn(*args)
+    except RsdError:
+        raise
+    except Exception as err:
+        raise PluginError(f"{who} raised {type(err).__name__}: {one_line(err)}; fix the plug-in (the whole "
+                          "traceback is in the run directory's error.json)") from err
+
+
+def verify_call(verifier: Verifier, name: str, *args: object) -> tuple[list[int], list[int]]:
+    """`verifier.verify(*args)` through plugin_call, refused unless it returned a pair (path, emitted tokens);
+    check_verified checks the pair."""
+    result = plugin_call(verifier.verify, f"verifier {name!r} verify", *args)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise VerifierContractError(f"verifier {name!r} returned {result!r:.60} from verify; it must return "
+                                    "(a list of accepted nodes, a list of emitted tokens)")
+    return result[0], result[1]
+
+
 def check_drafted_tree(tree: DraftTree, max_depth: int | None, drafter: str) -> None:
     """The contract checks every step runs: depth <= max_depth, and every drafted token has positive mass under its
     parent's recorded draft law (a token drawn from another node's law usually has none somewhere). One host sync."""
@@ -204,6 +239,14 @@ def drafted_mass_flag(tree: DraftTree, max_depth: int | None, drafter: str) -> t
     if missing:
         raise DrafterContractError(f"drafter {drafter!r} added children to node(s) {missing} without their draft law: "
                                    "call ctx.probs on a node before drawing its candidates")
+    for u, toks in by_parent.items():
+        size = tree.draft_probs[u].shape[-1]
+        bad = [t for t in toks if not is_token(t, size)]
+        if bad:
+            raise DrafterContractError(f"drafter {drafter!r} drafted token {bad[0]!r:.40} ({type(bad[0]).__name__}) "
+                                       f"under node "
+                                       f"{u}: a drafted token must be a Python int in [0, {size}) (the draft law's "
+                                       "vocabulary); convert a tensor with int(...)")
     mass = torch.cat([tree.draft_probs[u][torch.tensor(toks, device=tree.draft_probs[u].device)]
                       for u, toks in by_parent.items()])
     return (mass > 0).all()
@@ -222,21 +265,26 @@ def check_verified(tree: DraftTree, path: list[int], emitted: list[int], eos: fr
         raise fail("verify must return (a list of accepted nodes, a list of emitted tokens)")
     parent = 0
     for v in path:
-        if not isinstance(v, int) or not 0 < v < len(tree) or tree.parents[v] != parent:
+        if not is_token(v, len(tree)) or v == 0 or tree.parents[v] != parent:
             raise fail(f"the accepted nodes must be a path of the drafted tree ({len(tree)} nodes) from a child of "
                        "the root (node 0, excluded) down, each node a child of the one before")
         parent = v
     tokens = [tree.tokens[v] for v in path]
     extra = 0 if tokens and tokens[-1] in eos else 1
+    if any(not is_token(t, vocab_size) for t in emitted):
+        raise fail(f"an emitted token must be a Python int (not a bool or a tensor) in [0, {vocab_size})")
     if list(emitted[: len(tokens)]) != tokens or len(emitted) != len(tokens) + extra:
         raise fail("the emitted tokens must be the accepted nodes' tokens plus one more token (none after an "
                    "accepted EOS)")
-    if any(not isinstance(t, int) or not 0 <= t < vocab_size for t in emitted[len(tokens):]):
-        raise fail(f"an emitted token must be an int in [0, {vocab_size})")
 
 
 def check_expected_yield(value: float, tree: DraftTree, verifier: str) -> None:
-    """A step's expected yield lies in [1, depth + 1] (at least the bonus or residual token, at most a whole path)."""
+    """A step's expected yield is a Python number in [1, depth + 1] (at least the bonus or residual token, at most a
+    whole path)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise VerifierContractError(f"verifier {verifier!r}: expected_yield returned {value!r:.60} "
+                                    f"({type(value).__name__}); it must return a Python float, the exact expected "
+                                    "number of emitted tokens (use float(...) on a tensor)")
     if not 1.0 - 1e-9 <= value <= tree.depth + 1.0 + 1e-9:
         raise VerifierContractError(f"verifier {verifier!r}: expected_yield returned {value!r} on a tree of depth "
                                     f"{tree.depth}; it must be the exact expected number of emitted tokens, in "
@@ -311,7 +359,8 @@ class Engine:
             stop = False
             paused = self.clock.now()  # the exact expectation is bookkeeping, not decoding: kept out of wall_s
             check_laws(step)
-            expected = self.verifier.expected_yield(step.tree, step.q, self.eos, self.drafter.rule)
+            expected = plugin_call(self.verifier.expected_yield, f"verifier {self.verifier_name!r} expected_yield",
+                                   step.tree, step.q, self.eos, self.drafter.rule)
             check_expected_yield(expected, step.tree, self.verifier_name)
             out.expected_emitted.append(expected)
             self._record_root(step, out)
@@ -369,6 +418,7 @@ class Engine:
 
     def reset(self) -> None:
         """Empty both KV caches (a new sequence)."""
+        self.pending = None
         self.target.reset()
         if self.draft is not None:
             self.draft.reset()
@@ -383,7 +433,7 @@ class Engine:
             draws = draws if draws is not None else RandomDraws(gen)
             ctx = ModelDraftContext(self.draft, committed, self.params, self.vocab_size, draws, out, self.clock,
                                     max_depth)
-            self.drafter.build(tree, ctx)
+            plugin_call(self.drafter.build, f"drafter {self.drafter.name!r} build", tree, ctx)
             if coins is None:  # the check's flag rides on the verifier's first coin read (no host read of its own)
                 mass_ok = drafted_mass_flag(tree, max_depth, self.drafter.name)
             else:
@@ -391,7 +441,7 @@ class Engine:
         q = self._score(tree, committed, out)
         if coins is None:
             coins = RandomCoins(gen, (mass_ok, zero_mass_error(self.drafter.name)) if mass_ok is not None else None)
-        path, emitted = self.verifier.verify(tree, q, coins, self.eos, self.drafter.rule)
+        path, emitted = verify_call(self.verifier, self.verifier_name, tree, q, coins, self.eos, self.drafter.rule)
         if isinstance(coins, RandomCoins):
             coins.settle()
         check_verified(tree, path, emitted, self.eos, self.vocab_size, self.verifier_name)

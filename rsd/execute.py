@@ -5,6 +5,7 @@ file is repaired first; a run another process holds is left to it (execute retur
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import subprocess
@@ -40,18 +41,32 @@ from rsd.store import (
 )
 
 
+def git_state(where: Path) -> dict:
+    """`rsd_git_sha` (HEAD), `rsd_git_dirty` (tracked files differ from HEAD) and `rsd_git_diff_sha256` (sha256 of
+    `git diff HEAD`, None when clean) of the checkout holding `where`; all None outside a git checkout."""
+    def git(*args: str) -> bytes | None:
+        try:
+            proc = subprocess.run(["git", *args], capture_output=True, timeout=10, cwd=where)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return proc.stdout if proc.returncode == 0 else None
+
+    head, diff = git("rev-parse", "HEAD"), git("diff", "HEAD", "--no-ext-diff", "--binary")
+    sha = (head or b"").decode().strip() or None
+    if sha is None or diff is None:
+        return {"rsd_git_sha": sha, "rsd_git_dirty": None, "rsd_git_diff_sha256": None}
+    return {"rsd_git_sha": sha, "rsd_git_dirty": bool(diff),
+            "rsd_git_diff_sha256": hashlib.sha256(diff).hexdigest() if diff else None}
+
+
 def environment() -> dict:
     """Versions and hardware, for run.json."""
     import transformers
 
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        sha = None
     return {
         "python": sys.version.split()[0], "torch": torch.__version__, "transformers": transformers.__version__,
-        "rsd_git_sha": sha, "platform": platform.platform(), "processor": platform.processor(),
+        **git_state(Path(__file__).resolve().parent), "platform": platform.platform(),
+        "processor": platform.processor(),
         "cpu_count": os.cpu_count(), "cpu_flags": list(cpu_flags()), "torch_threads": torch.get_num_threads(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,  # other jobs skew timings
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,

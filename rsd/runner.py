@@ -18,15 +18,22 @@ import torch
 from omegaconf import DictConfig
 
 from rsd.budgets import shape_tag
-from rsd.config import RunConfig
+from rsd.config import RunConfig, Selection
 from rsd.data import Example, load_examples
 from rsd.execute import execute
 from rsd.metrics import metric_name
 from rsd.models.pairs import ModelPair, load_pair, load_pair_tokenizer, pair_context_length
 from rsd.prompts import check_context, prepare_prompts
 from rsd.runs import RunPlan, plan_runs, resolved, run_inputs
-from rsd.selection import rank_shapes, split_tuning
-from rsd.store import RunLock, StorageFullError, complete_summary, write_json_atomic
+from rsd.selection import SELECTED_BY, prompt_mean_score, rank_shapes, split_tuning
+from rsd.store import (
+    RunLock,
+    StorageFullError,
+    check_run_files,
+    complete_summary,
+    scan_records,
+    write_json_atomic,
+)
 from rsd.validate import check_out_dir
 
 # A job whose run another process holds tries it once more after its own runs, then every BUSY_POLL_S for up to
@@ -57,10 +64,12 @@ def run(cfg: RunConfig | DictConfig | Mapping) -> list[dict]:
     inputs = run_inputs(rc, examples)
     plans = plan_runs(rc, inputs)
     prompt_ids, tuning_ids = [ex.id for ex in examples], [ex.id for ex in tuning]
+    for plan in tune_plans + plans:
+        check_run_files(plan.run_dir)  # a directory where summary.json belongs: one line now, not an OS error later
     tuned = [complete_summary(p.run_dir, tuning_ids, quiet=True) for p in tune_plans]
     chosen = [(p, {}) for p in plans]
     if tune_plans and all(s is not None for s in tuned):
-        chosen = _selected(plans, tuned, select.top, tuning_ids)
+        chosen = _selected(plans, tuned, tune_plans, select, tuning_ids)
         plans = [p for p, _ in chosen]
     finished = [complete_summary(p.run_dir, prompt_ids, quiet=True) for p in plans]
     tuning_note = f" (after {len(tune_plans)} tuning run(s) to choose them)" if tune_plans else ""
@@ -86,7 +95,7 @@ def run(cfg: RunConfig | DictConfig | Mapping) -> list[dict]:
         tune_extra = {"selection": {"role": "tune", "prompts": tuning_ids}}
         tuned = _execute_all([(p, tune_extra) for p in tune_plans], pair, tune_prompts, rc.for_tuning(), truncated,
                              math.inf)
-        chosen = _selected(plans, tuned, select.top, tuning_ids)
+        chosen = _selected(plans, tuned, tune_plans, select, tuning_ids)
     summaries = _execute_all(chosen, pair, prompts, rc, truncated, BUSY_WAIT_S)
     for (plan, _), summary in zip(chosen, summaries):
         if summary is None:
@@ -129,18 +138,23 @@ def prompts_for(rc: RunConfig, examples: list[Example]) -> tuple[list[tuple[Exam
                            rc.dataset.max_prompt_tokens)
 
 
-def _selected(plans: list[RunPlan], tuned: list[dict], top: int, tuning_ids: list[str]
-              ) -> list[tuple[RunPlan, dict]]:
-    """The plans of the best `top` shapes by their tuning runs, each with the summary entry saying how it was chosen
-    (`rank` 1 = best on the tuning prompts)."""
-    ranked = rank_shapes(tuned)
+def _selected(plans: list[RunPlan], tuned: list[dict], tune_plans: list[RunPlan], select: Selection,
+              tuning_ids: list[str]) -> list[tuple[RunPlan, dict]]:
+    """The plans of the best `select.top` shapes by their tuning runs (`tuned`, the summaries of `tune_plans`) ranked
+    by `select.by`, each with the summary entry saying how it was chosen (`rank` 1 = best on the tuning prompts)."""
+    scores = None
+    if select.by == "prompt_mean":
+        scores = {s["shape_tag"]: prompt_mean_score(scan_records(p.run_dir / "records.jsonl")[0])
+                  for s, p in zip(tuned, tune_plans)}
+    ranked = rank_shapes(tuned, scores)
     rank = {s["shape_tag"]: i for i, s in enumerate(ranked, 1)}
     ranking = [{"shape_tag": s["shape_tag"], "expected_block_efficiency": s.get("expected_block_efficiency"),
-                "block_efficiency": s["block_efficiency"]} for s in ranked]
+                "block_efficiency": s["block_efficiency"],
+                **({"prompt_mean": scores[s["shape_tag"]]} if scores else {})} for s in ranked]
     return [(p, {"selection": {"role": "eval", "prompts": tuning_ids, "rank": rank[shape_tag(p.shape)],
-                               "selected_by": "expected block efficiency",
+                               "selected_by": SELECTED_BY[select.by],
                                "candidates": len(tuned), "ranking": ranking}})
-            for p in plans if rank[shape_tag(p.shape)] <= top]
+            for p in plans if rank[shape_tag(p.shape)] <= select.top]
 
 
 def _execute_or_record(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[int]]], rc: RunConfig,

@@ -7,6 +7,11 @@ expected block efficiency on those prompts (the exact per-step expectation: less
 only the best `budget.select.top` shape(s) run on the evaluation prompts. `budget.select.offset` takes the tuning
 prompts from that index instead of the end (a preset keeps its prompts when a dataset grows), and
 `budget.select.new_tokens` decodes fewer new tokens per tuning prompt (a cheaper ranking of many shapes).
+
+`budget.select.by` names the ranking value: `prompt_mean` (the default) is the mean over the tuning prompts of each
+prompt's expected tokens / its target calls, the definition every report table and paired comparison uses;
+`ratio_of_sums` is the run's total expected tokens / total target calls, the criterion of the committed studies
+(their presets pin it, so they reproduce). The criterion chooses runs and changes none: it is not in any identity.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from typing import Any, TypeVar
 from rsd.errors import ConfigError
 
 T = TypeVar("T")
+RANKINGS = ("prompt_mean", "ratio_of_sums")  # budget.select.by
+SELECTED_BY = {"prompt_mean": "expected block efficiency, mean over the tuning prompts of per-prompt values",
+               "ratio_of_sums": "expected block efficiency, run-level ratio of sums over the tuning prompts"}
 
 
 def _is_int(value: Any, least: int) -> bool:
@@ -40,7 +48,12 @@ def selection_config(budget_cfg: Mapping[str, Any]) -> dict | None:
     if new_tokens is not None and not _is_int(new_tokens, 1):
         raise ConfigError(f"budget.select.new_tokens must be null (as sampling.max_new_tokens) or a positive integer "
                           f"(new tokens per tuning prompt), got {new_tokens!r}")
-    return {"prompts": prompts, "top": top, "offset": offset, "new_tokens": new_tokens}
+    by = sel.get("by", "prompt_mean")
+    if by not in RANKINGS:
+        raise ConfigError(f"budget.select.by={by!r} is not a ranking of tuning runs; use {' or '.join(RANKINGS)} "
+                          "(prompt_mean: the mean over tuning prompts of per-prompt expected block efficiency, as the "
+                          "report's tables; ratio_of_sums: total expected tokens / total target calls)")
+    return {"prompts": prompts, "top": top, "offset": offset, "new_tokens": new_tokens, "by": by}
 
 
 def split_tuning(examples: Sequence[T], num_eval: int | None, num_tune: int, offset: int | None = None
@@ -65,11 +78,21 @@ def split_tuning(examples: Sequence[T], num_eval: int | None, num_tune: int, off
     return list(examples[:n_eval]), list(examples[offset:offset + num_tune])
 
 
-def rank_shapes(summaries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Tuning-run summaries, best first: by expected block efficiency (measured when a run has no expectation);
-    ties go to the shape whose tag sorts first, so the choice never depends on the order runs were found in."""
+def prompt_mean_score(records: Sequence[Mapping[str, Any]]) -> float:
+    """The `prompt_mean` ranking value of one tuning run: the mean over its records of sum(expected_emitted) /
+    target_calls (new_tokens / target_calls for a record without expectations)."""
+    values = [sum(r["expected_emitted"] if r.get("expected_emitted") is not None else [r["new_tokens"]])
+              / r["target_calls"] for r in records]
+    return sum(values) / len(values)
+
+
+def rank_shapes(summaries: Sequence[Mapping[str, Any]], scores: Mapping[str, float] | None = None
+                ) -> list[Mapping[str, Any]]:
+    """Tuning-run summaries, best first: by `scores[shape_tag]` when given (prompt_mean_score), else by the summary's
+    run-level expected block efficiency (measured when a run has no expectation); ties go to the shape whose tag
+    sorts first, so the choice never depends on the order runs were found in."""
     def key(s: Mapping[str, Any]) -> tuple[float, str]:
-        value = s.get("expected_block_efficiency")
+        value = s.get("expected_block_efficiency") if scores is None else scores[s["shape_tag"]]
         return -float(s["block_efficiency"] if value is None else value), s["shape_tag"]
 
     return sorted(summaries, key=key)

@@ -433,6 +433,9 @@ def summary_problem(run_dir: Path, prompt_ids: Sequence[str] | None = None) -> t
     path, records_path = run_dir / "summary.json", run_dir / "records.jsonl"
     if not path.exists():
         return None, None
+    for file in (path, records_path):
+        if file.exists() and not file.is_file():
+            return None, f"{file}: not a regular file (a directory?)"
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
@@ -462,6 +465,23 @@ def summary_problem(run_dir: Path, prompt_ids: Sequence[str] | None = None) -> t
     return summary, None
 
 
+class RunFilesError(RsdError, OSError):
+    """A run directory's own file is in a state no run can write over (a directory where a file belongs)."""
+
+
+def check_run_files(run_dir: Path) -> None:
+    """RunFilesError naming the path and the fix when `run_dir` (or its run.json, records.jsonl or summary.json)
+    exists but is not what a run writes there; nothing is touched."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunFilesError(f"{run_dir} is a file where the run's directory belongs: move it away, then rerun")
+    for name in ("run.json", "records.jsonl", "summary.json"):
+        path = run_dir / name
+        if (path.exists() or path.is_symlink()) and not path.is_file():
+            raise RunFilesError(f"{path} is not a regular file (a directory or a broken link), so this run cannot "
+                                f"be written: move it away (mv {path} {path}.bak), then rerun; the run's other files "
+                                "are kept")
+
+
 def complete_summary(run_dir: Path, prompt_ids: Sequence[str], quiet: bool = False) -> dict | None:
     """The run's summary if the run is complete (`summary_problem`), else None, with a warning saying why when there
     was a summary (unless `quiet`)."""
@@ -471,7 +491,8 @@ def complete_summary(run_dir: Path, prompt_ids: Sequence[str], quiet: bool = Fal
     return summary
 
 
-__all__ = ["FULL_ERRNOS", "RunLock", "StorageFullError", "append_record", "complete_summary", "examples_digest",
+__all__ = ["FULL_ERRNOS", "RunFilesError", "RunLock", "StorageFullError", "append_record", "check_run_files",
+           "complete_summary", "examples_digest",
            "file_sha256", "identity_digest", "join_inside", "model_fingerprint", "read_records", "record_problem",
            "safe_component", "scan_records", "storage_full_is_one_line", "summary_problem", "write_json_atomic",
            "write_records_atomic"]

@@ -7,6 +7,7 @@ is one line: the key, the value, and what to do (README.md, Troubleshooting, lis
 from __future__ import annotations
 
 import difflib
+import errno
 import functools
 import math
 import os
@@ -34,11 +35,13 @@ WANDB_ENV_MODES = ("online", "offline", "disabled", "shared", "dryrun", "run")  
 DRAFTER_KEYS = ("_target_", "name", "verifier")
 TINY_DTYPE = "float32"  # the tiny pairs are built in float32 whatever model_pair.dtype says
 BYTE_VOCAB = 258  # the tiny pairs' byte tokenizer: 256 bytes, BOS and EOS
+# model_pair.attn_implementation: what transformers accepts (flash attention only on a GPU with its package)
+ATTENTION = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")
 # The smallest positive temperature: dividing logits by less overflows float32 into NaN (1e-300 did); 0 is greedy.
 MIN_TEMPERATURE = 1e-3
 # torch threads per CPU core beyond which a run only slows down (num_threads=100000 was a MemoryError)
 THREADS_PER_CORE = 4
-SELECT_KEYS = ("prompts", "top", "offset", "new_tokens")
+SELECT_KEYS = ("prompts", "top", "offset", "new_tokens", "by")
 
 
 def validate_config(conf: dict) -> None:
@@ -125,7 +128,7 @@ def _check_budget(b: Mapping[str, Any]) -> None:
     select = b.get("select")
     if select is not None and not (isinstance(select, Mapping) and set(select) <= set(SELECT_KEYS)):
         raise ConfigError(f"budget.select={select!r} must be null or a mapping with prompts (tuning prompts), "
-                          "top (shapes kept) and optionally offset and new_tokens, "
+                          "top (shapes kept) and optionally offset, new_tokens and by, "
                           "e.g. 'budget.select={prompts:4,top:1}'")
     selection_config(b)
 
@@ -142,8 +145,9 @@ def _check_tiny(m: Mapping[str, Any]) -> None:
                           "tokenizer's tokens)")
     if not _is_int(seed):
         raise ConfigError(f"model_pair.tiny.seed={seed!r} must be an integer (it seeds the random weights)")
-    if not (_is_number(std) and std > 0):
-        raise ConfigError(f"model_pair.tiny.init_std={std!r} must be a positive number (the weights' std)")
+    if not (_is_number(std) and 0 < std <= 1):
+        raise ConfigError(f"model_pair.tiny.init_std={std!r} must be a number in (0, 1] (the random weights' std; "
+                          "transformers refuses more than 1), e.g. 0.02")
 
 
 def _check_model_pair(m: Mapping[str, Any]) -> None:
@@ -168,6 +172,10 @@ def _check_model_pair(m: Mapping[str, Any]) -> None:
         elif looks_like_local_path(spec) and not Path(spec).expanduser().exists():
             raise ConfigError(f"model_pair.{key}={spec!r} is a local path that does not exist (relative paths start "
                               f"in {Path.cwd()}): fix the path, or give a hub id such as facebook/opt-125m")
+    attn = m.get("attn_implementation")
+    if attn is not None and attn not in ATTENTION:
+        raise ConfigError(f"model_pair.attn_implementation={attn!r} is not an attention rsd runs; use "
+                          f"{', '.join(ATTENTION)}, or null for sdpa (flash attention needs a GPU and its package)")
     dtype = m.get("dtype")
     if dtype is not None and dtype != "auto" and dtype not in DTYPES:
         raise ConfigError(f"model_pair.dtype={dtype!r} is not a dtype rsd loads models in; use "
@@ -254,6 +262,17 @@ def check_out_dir(out_dir: Any, key: str = "out_dir", must_write: bool = False) 
     if not isinstance(out_dir, str) or not out_dir.strip():
         raise ConfigError(f"{key}={out_dir!r} must be a directory path, e.g. out_dir=results")
     path = Path(out_dir).expanduser().absolute()
+    for part in (path, *path.parents):
+        if part.is_symlink() and not part.exists():  # dangling, or a loop: creating the directory would fail
+            try:
+                os.stat(part)
+                why = "an unusable symbolic link"
+            except OSError as err:
+                why = ("a symbolic link loop" if err.errno == errno.ELOOP
+                       else f"a symbolic link to {os.readlink(part)}, which does not exist")
+            where = f"is {why}" if part == path else f"cannot be created: {part} is {why}"
+            raise ConfigError(f"{key}={out_dir!r} {where}; point {key} at a directory, or replace the link "
+                              f"(rm {part})")
     existing = next(p for p in (path, *path.parents) if p.exists())
     if not existing.is_dir():
         where = "is a file" if existing == path else f"cannot be created: {existing} is a file"

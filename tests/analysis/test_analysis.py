@@ -15,7 +15,7 @@ from analysis.callback import ReportOnSweepEnd
 from analysis.figures import figures
 from analysis.load import load
 from analysis.report import main
-from analysis.tables import all_tables, best_shapes, with_errors
+from analysis.tables import all_tables, best_shapes
 from helpers import CONF, HOT, one, record, section, write_run
 
 COOL = {**HOT, "temperature": 0.5}
@@ -102,7 +102,7 @@ def test_sampling_settings_are_not_mixed(tables):
     cool = one(tables.runs, method="sd", temperature=0.5)
     assert cool.token_rate_ratio == pytest.approx(10 / 5)  # vs its own AR (5 tok/s), not the T=1 AR (4 tok/s)
     assert cool.accuracy_ratio == pytest.approx(33 / 30)
-    best = best_shapes(tables.runs)
+    best = best_shapes(tables.runs, tables.prompts)
     assert len(best[(best.method == "sd") & (best.x == 2)]) == 2  # one cell per setting, never averaged
     text = all_tables(tables.runs, tables.prompts)["block_efficiency"]
     assert text.count("### ") == 3  # HOT fixed_length, HOT fixed_compute, COOL fixed_length
@@ -118,12 +118,13 @@ def test_best_shape_is_selected_labelled_and_the_protocol_stated(tables):
     assert "best of them chosen on the same prompts this table reports, which is biased upward" in fixed_compute
     assert f"| RSD-C | {(8 / 3) / 1.3:.2f} ± 0.00 (b2-1-1, best of 2†) |" in md["mbsu"]
     assert "The shape is the one of the block-efficiency table." in md["mbsu"]
-    best = one(best_shapes(tables.runs), method="rsd_c")
+    best = one(best_shapes(tables.runs, tables.prompts), method="rsd_c")
     assert best.selection == "best of 2 shapes on these prompts by measured block efficiency (biased upward)"
     fixed_length = section(md["block_efficiency"], "T = 1,", "fixed draft length")
     assert "| method | L=2 | L=3 |" in fixed_length and "†" not in fixed_length  # one shape per point: no choice
     assert "| AR | 1.00 ± 0.00 | 1.00 ± 0.00 |" in fixed_length
-    assert f"| SD | {16 / 9:.2f} ± 0.20 | {16 / 7:.2f} ± 0.33 |" in fixed_length
+    # a cell is the mean of per-prompt ratios (8/4 and 8/5 at L=2; 8/3 and 8/4 at L=3), not the run's 16/9 and 16/7
+    assert f"| SD | {(8 / 4 + 8 / 5) / 2:.2f} ± 0.20 | {(8 / 3 + 8 / 4) / 2:.2f} ± 0.33 |" in fixed_length
     assert "| RSD-C |" not in fixed_length
 
 
@@ -162,7 +163,7 @@ def test_figures_have_the_paper_layout(tables):
         assert labelled_lines(ax) == ["AR", "SD"]
     assert "×" in fixed_length.axes[2].get_ylabel() and len(fixed_length.legends) == 1
     sd_line = fixed_length.axes[0].lines[1]
-    assert list(sd_line.get_xdata()) == [2, 3] and list(sd_line.get_ydata()) == pytest.approx([16 / 9, 16 / 7])
+    assert list(sd_line.get_xdata()) == [2, 3] and list(sd_line.get_ydata()) == pytest.approx([1.8, 7 / 3])
     for ax in figs[f"{hot}_fixed_compute"].axes:
         assert ax.get_xlabel().startswith("target budget B") and labelled_lines(ax) == ["AR", "RSD-C"]
     [panel] = figs[f"{hot}_fixed_compute_acceptance"].axes
@@ -175,7 +176,7 @@ def test_figures_have_the_paper_layout(tables):
 
 
 def test_error_bars_are_standard_errors_over_prompts(tables):
-    best = with_errors(best_shapes(tables.runs), tables.prompts)
+    best = best_shapes(tables.runs, tables.prompts)
     sd2 = one(best, method="sd", x=2, temperature=1.0)
     assert sd2.block_efficiency_se == pytest.approx(abs(2.0 - 1.6) / 2)  # two prompts: |a - b| / 2
     assert sd2.block_efficiency_ci == pytest.approx(12.706 * 0.2, rel=1e-4)  # 95% t interval, 1 degree of freedom
@@ -201,7 +202,7 @@ def test_callback_prints_the_report_and_survives_a_failure(tmp_path, capsys):
     ReportOnSweepEnd().on_multirun_end(OmegaConf.create({"out_dir": str(tmp_path / "runs")}))
     out = capsys.readouterr().out
     assert "Rankings" in out and "B=6: RSD-C  [ranked by measured BE]" in out  # one method at B = 6: nothing to test
-    assert f"| SD | {16 / 9:.2f} ± 0.20 |" in out and f"report: {tmp_path / 'runs' / 'report'}" in out
+    assert "| SD | 1.80 ± 0.20 |" in out and f"report: {tmp_path / 'runs' / 'report'}" in out
     assert (tmp_path / "runs" / "report" / "runs.parquet").exists()
     (tmp_path / "empty").mkdir()
     ReportOnSweepEnd().on_multirun_end(OmegaConf.create({"out_dir": str(tmp_path / "empty")}))

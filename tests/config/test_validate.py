@@ -80,6 +80,8 @@ CASES = [
     Case(("logger=wandb",), "WANDB_MODE", env={"WANDB_MODE": "quiet"}),
     Case(("out_dir=FILE",), "out_dir"),
     Case(("out_dir=FILE/sub",), "out_dir"),
+    Case(("out_dir=DANGLING",), "out_dir"),
+    Case(("out_dir=LOOP/sub",), "out_dir"),
     Case((f"out_dir={READ_ONLY}",), "out_dir"),
     Case(("budget.max_depth=0",), "budget.max_depth"),
     Case(("budget.max_runs=0",), "budget.max_runs"),
@@ -99,12 +101,16 @@ CASES = [
     Case(("drafter=spectr", "drafter.num_sequences=2.5"), "drafter.num_sequences"),
     Case(("model_pair=tiny_llama", "model_pair.dtype=float16"), "model_pair.dtype"),
     Case(("model_pair=tiny_llama", "model_pair.tiny.vocab_size=2.5"), "model_pair.tiny.vocab_size"),
+    Case(("model_pair=tiny_llama", "model_pair.tiny.init_std=1e30"), "model_pair.tiny.init_std"),
+    Case(("model_pair.attn_implementation=bogus",), "model_pair.attn_implementation"),
+    Case(("seed=${oc.env:NOPE_VAR}",), "seed"),
     Case(("dataset.shuffle_seed=abc",), "dataset.shuffle_seed"),
     Case(("dataset.max_prompt_tokens=0",), "dataset.max_prompt_tokens"),
     Case(("budget=fixed_compute", "budget.select=5"), "budget.select"),
     Case(("budget=fixed_compute", "budget.select={prompts:2.5}"), "budget.select.prompts"),
     Case(("budget=fixed_compute", "budget.select={prompts:4,offset:-1}"), "budget.select.offset"),
     Case(("budget=fixed_compute", "budget.select={prompts:4,new_tokens:0}"), "budget.select.new_tokens"),
+    Case(("budget=fixed_compute", "budget.select={prompts:4,by:median}"), "budget.select.by"),
     Case(("sampling.temperature=1e-300",), "sampling.temperature"),
     Case(("num_threads=100000",), "num_threads"),
     Case(("drafter=rsd_c", "budget.draft_length=1000000000000"), "budget.draft_length"),
@@ -137,15 +143,24 @@ def refusal(case: Case, tmp_path: Path, monkeypatch) -> str:
     tmp_path.mkdir(parents=True, exist_ok=True)
     file = tmp_path / "a-file"
     file.write_text("not a directory\n")
+    places = {"FILE": file, "DANGLING": tmp_path / "dangling", "LOOP": tmp_path / "loop"}
+    for name, target in (("DANGLING", "missing-target"), ("LOOP", "loop")):
+        if not places[name].is_symlink():  # a test may ask for several refusals in one directory
+            places[name].symlink_to(target)
     for k, v in case.env.items():
         monkeypatch.setenv(k, v)
-    overrides = [o.replace("FILE", str(file)) for o in case.overrides]
+    overrides = list(case.overrides)
+    for name, place in places.items():
+        overrides = [o.replace(name, str(place)) for o in overrides]
     out = tmp_path / "out"
     before = sorted(tmp_path.rglob("*"))
     with pytest.raises(ConfigError) as info:
         runner.run(compose_cfg(f"out_dir={out}", *overrides))
     assert sorted(tmp_path.rglob("*")) == before  # nothing written: no out_dir, no probe left behind
-    return str(info.value).replace(str(file), "FILE").replace(str(Path.cwd()), "CWD")
+    message = str(info.value)
+    for name, place in places.items():
+        message = message.replace(str(place), name)
+    return message.replace(str(Path.cwd()), "CWD")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.command.removeprefix("python run.py ") for c in CASES])

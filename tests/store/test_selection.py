@@ -2,6 +2,7 @@
 
 import json
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -10,7 +11,8 @@ from helpers import compose_cfg
 from rsd.data import load_builtin
 from rsd.errors import ConfigError
 from rsd.runner import run
-from rsd.selection import rank_shapes, split_tuning
+from rsd.selection import SELECTED_BY, prompt_mean_score, rank_shapes, split_tuning
+from rsd.store import scan_records
 
 
 def test_split_is_disjoint_and_refuses_overlap():
@@ -26,6 +28,15 @@ def test_ranking_uses_the_expected_block_efficiency():
     assert [s["shape_tag"] for s in rank_shapes(runs)] == ["b", "a"]
 
 
+def test_ranking_by_prompt_mean_uses_the_given_scores():
+    runs = [{"shape_tag": "a", "block_efficiency": 2.0, "expected_block_efficiency": 1.7},
+            {"shape_tag": "b", "block_efficiency": 1.8, "expected_block_efficiency": 1.5}]
+    assert [s["shape_tag"] for s in rank_shapes(runs, {"a": 1.4, "b": 1.6})] == ["b", "a"]
+    records = [{"expected_emitted": [2.0, 1.0], "new_tokens": 3, "target_calls": 2},
+               {"new_tokens": 1, "target_calls": 1}]  # no expectations: measured tokens
+    assert prompt_mean_score(records) == pytest.approx((1.5 + 1.0) / 2)
+
+
 def test_only_the_shape_ranked_best_on_tuning_prompts_runs_on_the_evaluation_prompts(tmp_path, monkeypatch):
     cfg = compose_cfg("model_pair=tiny_llama", f"out_dir={tmp_path}", "sampling.max_new_tokens=6",
                       "dataset.num_prompts=3", "drafter=spectr", "budget=fixed_compute", "budget.target_tokens=4",
@@ -35,8 +46,10 @@ def test_only_the_shape_ranked_best_on_tuning_prompts_runs_on_the_evaluation_pro
     tune_ids = [ex.id for ex in load_builtin("dolly_builtin")[-2:]]
     assert len(tuned) == 3 and all(s["selection"] == {"role": "tune", "prompts": tune_ids} for s in tuned)
     assert all(s["prompt_ids"] == tune_ids for s in tuned)
-    best = rank_shapes(tuned)[0]
+    scores = {s["shape_tag"]: prompt_mean_score(scan_records(Path(s["run_dir"]) / "records.jsonl")[0]) for s in tuned}
+    best = rank_shapes(tuned, scores)[0]  # the default ranking: the mean over tuning prompts (budget.select.by)
     assert summary["shape_tag"] == best["shape_tag"]
+    assert summary["selection"]["selected_by"] == SELECTED_BY["prompt_mean"]
     assert summary["prompt_ids"] == ["dolly-01", "dolly-02", "dolly-03"]
     assert summary["selection"]["role"] == "eval" and summary["selection"]["candidates"] == 3
     assert summary["selection"]["prompts"] == tune_ids and summary["selection"]["rank"] == 1
