@@ -48,9 +48,22 @@ PAIRS = {
 }
 
 
+def cpu_name() -> str:
+    """The CPU's model name ('AMD EPYC 9B14'): /proc/cpuinfo on Linux (where platform.processor() is often empty),
+    else platform.processor(), else 'unknown'."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def machine() -> str:
     """One line naming the hardware and software the numbers come from."""
-    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU {platform.processor() or 'unknown'}"
+    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU {cpu_name()}"
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (f"{dev}, {os.cpu_count()} cores (load {load:.1f}), {torch.get_num_threads()} torch thread(s), "
             f"torch {torch.__version__}, python {platform.python_version()}")
