@@ -20,6 +20,7 @@ sweep directory is checked in any case (an out_dir that is a file).
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from typing import Any
 
@@ -54,12 +55,22 @@ def skipped_checks(value: str) -> frozenset[str]:
     return names
 
 
+def check_slurm(launcher: str) -> None:
+    """ConfigError (one line, before submitit's traceback) when the launcher submits to SLURM and this machine has
+    no `srun` and `sbatch` on PATH."""
+    if "SlurmLauncher" in launcher and not (shutil.which("srun") and shutil.which("sbatch")):
+        raise ConfigError("hydra/launcher=slurm needs SLURM on this machine (no srun or sbatch on PATH): run the sweep "
+                          "from a SLURM login node, or use hydra/launcher=submitit_local (local processes) or no "
+                          "hydra/launcher override")
+
+
 class PreflightOnSweepStart(Callback):
     """Refuse a sweep before any job launches when something it needs is missing or cannot fit."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         REFUSED.clear()
         try:
+            check_slurm(str(config.hydra.launcher.get("_target_") or ""))
             check_out_dir(str(config.hydra.sweep.dir), key="hydra.sweep.dir (the sweep's logs, below out_dir)")
             skip = skipped_checks(os.environ.get("RSD_SKIP_PREFLIGHT", ""))
         except ConfigError as err:
