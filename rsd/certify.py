@@ -31,9 +31,9 @@ import torch
 
 from rsd.drafters import SD
 from rsd.drafters.base import Drafter
-from rsd.engine import DrafterContractError, Engine, VerifierContractError
+from rsd.engine import DrafterContractError, Engine, PluginError, VerifierContractError
 from rsd.errors import RsdError, one_line
-from rsd.exact_engine import ContextTables, TableLM, engine_law, target_law, total_variation
+from rsd.exact_engine import ContextTables, TableHeadLM, TableLM, engine_law, target_law, total_variation
 from rsd.oracles import (
     FALSE_ALARM,
     LAW_KINDS,
@@ -231,13 +231,16 @@ class _YieldLedger:
 
 
 def engine_law_and_yield_error(drafter: Drafter, params: SamplingParams, tables: ContextTables, eos: tuple[int, ...],
-                               max_new_tokens: int) -> tuple[dict[tuple[int, ...], float], float]:
+                               max_new_tokens: int, feature_draft: bool = False
+                               ) -> tuple[dict[tuple[int, ...], float], float]:
     """(the engine's exact emitted law, max over the steps' trees of |verifier.expected_yield - the enumerated mean
-    of the tokens its verify emits on that tree|), in one enumeration of every draw and coin."""
+    of the tokens its verify emits on that tree|), in one enumeration of every draw and coin; with `feature_draft`
+    the draft is a table feature head, which refuses any feature but its context's."""
     from rsd.exact_engine import EnumeratedDraws
     from rsd.oracles import enumerate_outcomes
 
-    engine = _engine_for(drafter, params, eos, tables.vocab)(TableLM(tables, 0), TableLM(tables, 1))
+    draft = TableHeadLM(tables) if feature_draft else TableLM(tables, 1)
+    engine = _engine_for(drafter, params, eos, tables.vocab)(TableLM(tables, 0), draft)
     engine.verifier = ledger = _YieldLedger(engine.verifier)
 
     def run(coins) -> tuple[tuple[int, ...], tuple]:
@@ -275,9 +278,11 @@ def depth_limit_error(drafter: Drafter, vocab: int = 3) -> str | None:
     return None
 
 
-def engine_exact_check(drafter: Drafter, params: SamplingParams = T1, vocab: int = 3) -> Check:
+def engine_exact_check(drafter: Drafter, params: SamplingParams = T1, vocab: int = 3,
+                       feature_draft: bool = False) -> Check:
     """The exact whole-engine oracle: the drafter's depth limit at every ctx.max_depth < L, then max TV between the
-    engine's emitted law and the target's and max |expected_yield - enumerated mean| per tree, over ENGINE_CASES."""
+    engine's emitted law and the target's and max |expected_yield - enumerated mean| per tree, over ENGINE_CASES;
+    with `feature_draft`, on a table feature head (features handed over by the engine, checked per entry)."""
     worst, worst_yield, cases = 0.0, 0.0, []
     try:
         broken = depth_limit_error(drafter, vocab)
@@ -285,7 +290,7 @@ def engine_exact_check(drafter: Drafter, params: SamplingParams = T1, vocab: int
             return Check("exact engine", False, f"the drafter broke its contract: {broken}")
         for kind, seed, eos, n in ENGINE_CASES:
             tables = ContextTables(vocab, seed, kind)
-            got, yield_err = engine_law_and_yield_error(drafter, params, tables, eos, n)
+            got, yield_err = engine_law_and_yield_error(drafter, params, tables, eos, n, feature_draft)
             err = total_variation(got, target_law(tables, params, [0], n, frozenset(eos)))
             worst, worst_yield = max(worst, err), max(worst_yield, yield_err)
             cases.append({"kind": kind, "seed": seed, "eos": list(eos), "max_new_tokens": n, "tv": err,
@@ -305,6 +310,12 @@ def engine_exact_check(drafter: Drafter, params: SamplingParams = T1, vocab: int
                  f"({len(cases)} cases: vocab {vocab}, context-dependent tables, {ENGINE_CASES[0][3]} tokens, EOS and "
                  f"max_new_tokens cuts, depth limits 0..L-1); bound {EXACT_BOUND:.0e}",
                  {"bound": EXACT_BOUND, "cases": cases})
+
+
+def _feature_exact_check(drafter: Drafter) -> Check:
+    """engine_exact_check on a table feature head (a draft that reads the target's features of its context)."""
+    check = engine_exact_check(drafter, feature_draft=True)
+    return Check("exact engine, feature head", check.passed, check.summary, check.details)
 
 
 def _two_beam_steps(draws, width: int = 2) -> tuple:
@@ -501,7 +512,7 @@ def usefulness_check(name: str, drafter: Drafter, model_pair: str = "smollm2", p
             outs = [engine.generate(pair.encode_prompt(ex.prompt), max_new_tokens,
                                     prompt_generator(0, ex.id, pair.target.device)) for ex in examples]
         except Exception as err:  # noqa: BLE001 - the drafter's code may raise anything; say so in one line
-            return Usefulness(setting, rows, f"{method} raised {type(err).__name__}: {one_line(err)}")
+            return Usefulness(setting, rows, raised_text(method, err))
         accepted = [a for out in outs for a in out.accepted_lengths]
         rows[method] = {"mean_accepted_length": sum(accepted) / len(accepted),
                         "block_efficiency": sum(len(o.new_token_ids) for o in outs) / sum(o.target_calls for o in outs)}
@@ -516,6 +527,14 @@ def usefulness_check(name: str, drafter: Drafter, model_pair: str = "smollm2", p
     return Usefulness(setting, rows, warning)
 
 
+def raised_text(who: str, err: BaseException) -> str:
+    """'WHO raised KeyError: message (at file:line)' for an error from a plug-in's code; a PluginError (the engine's
+    wrapper around a drafter's or verifier's exception) is shown as the exception it wraps, where it was raised."""
+    if isinstance(err, PluginError) and err.__cause__ is not None:
+        err = err.__cause__
+    return f"{who} raised {type(err).__name__}: {one_line(err)}"
+
+
 def _guarded(name: str, check: Callable[..., Check], *args) -> Check:
     """Run one check; an error raised by the drafter's code is that check's FAIL, in one line."""
     try:
@@ -525,13 +544,16 @@ def _guarded(name: str, check: Callable[..., Check], *args) -> Check:
     except VerifierContractError as err:
         return Check(name, False, f"the verifier broke its contract: {err}")
     except Exception as err:  # noqa: BLE001 - user code may raise anything; the certificate must still be printed
-        return Check(name, False, f"raised {type(err).__name__}: {one_line(err)}")
+        return Check(name, False, raised_text("", err).lstrip())
 
 
 def certify(name: str, drafter: Drafter, samples: int = 2000, sampling: tuple[SamplingParams, ...] = MC_SAMPLING,
             embedded: bool = False, usefulness: bool = False, table_samples: int = 1000) -> Certificate:
     """Every oracle for one drafter instance; with `usefulness`, also `usefulness_check` (never the verdict)."""
-    checks = [_guarded("exact engine", engine_exact_check, drafter),
+    checks = [_guarded("exact engine", engine_exact_check, drafter)]
+    if drafter.uses_draft_model:
+        checks.append(_guarded("exact engine, feature head", _feature_exact_check, drafter))
+    checks += [
               _guarded("exact enumeration", exact_check, drafter),
               _guarded("Monte Carlo tables", table_monte_carlo_check, drafter, table_samples),
               _guarded("draw helpers", draw_helpers_check)]

@@ -132,8 +132,14 @@ class ModelDraftContext:
     """
 
     def __init__(self, draft: CausalLM, committed: list[int], params: SamplingParams, vocab_size: int,
-                 draws: Draws, out: Generation, clock: _Stopwatch, max_depth: int | None = None) -> None:
+                 draws: Draws, out: Generation, clock: _Stopwatch, max_depth: int | None = None,
+                 features: torch.Tensor | None = None) -> None:
         self.draft = draft
+        # A feature-head draft: the target's features of the committed positions the draft has not cached yet,
+        # shifted by one (the row for committed[j] is the feature of position j - 1), and the head's own outputs at
+        # expanded nodes, which their children read (docs/algorithms.md#feature-drafts).
+        self.features = features
+        self.predicted: dict[int, torch.Tensor] = {}
         self.committed = committed
         self.params = params
         self.vocab_size = vocab_size
@@ -152,9 +158,15 @@ class ModelDraftContext:
         start = self._clock.start()
         root_slot = len(self.committed) - 1
         cached = self.draft.cached_len
+        extra = {}
         if nodes == [0]:
             tokens = torch.tensor(self.committed[cached:])
-            logits = self.draft.forward(tokens, torch.arange(cached, len(self.committed)), None, last=1)
+            if self.features is not None:
+                if len(self.features) != len(tokens):
+                    raise RuntimeError(f"feature draft: {len(self.features)} feature rows for {len(tokens)} "
+                                       "uncached committed tokens")
+                extra = {"features": self.features}
+            logits = self.draft.forward(tokens, torch.arange(cached, len(self.committed)), None, last=1, **extra)
             self.slots[0] = root_slot
             self._anc_slots[0] = []
         else:
@@ -174,7 +186,13 @@ class ModelDraftContext:
                 attend[:, : root_slot + 1] = True
                 attend[torch.tensor([i for i, r in enumerate(rows) for _ in r]),
                        torch.tensor([s for r in rows for s in r])] = True
-            logits = self.draft.forward(tokens, positions, attend)
+            if self.features is not None:  # a child reads the head's output at its parent (depth > 1: no target)
+                extra = {"features": torch.stack([self.predicted[tree.parents[v]] for v in nodes]),
+                         "predicted": True}
+            logits = self.draft.forward(tokens, positions, attend, **extra)
+        if self.features is not None:
+            for v, h in zip(nodes, self.draft.outputs):
+                self.predicted[v] = h
         probs = probs_from_logits(logits[:, : self.vocab_size], self.params)
         for v, p in zip(nodes, probs):
             tree.draft_probs[v] = p
@@ -337,6 +355,10 @@ class Engine:
         self.vocab_size = vocab_size
         self.clock = _Stopwatch(target.device)
         self.verifier = verifier_for(drafter)
+        # A feature-head draft reads these target features; `pending` holds them for the committed positions the
+        # draft has not cached yet (the shift: the row for committed[j] is the feature of position j - 1).
+        self.feature_layers: tuple = tuple(getattr(draft, "feature_layers", ())) if drafter.uses_draft_model else ()
+        self.pending: torch.Tensor | None = None
         self.verifier_name = str(getattr(drafter, "verifier", "walk"))
 
     def generate(self, prompt_ids: list[int], max_new_tokens: int, gen: torch.Generator | None,
@@ -406,14 +428,22 @@ class Engine:
         """Cache committed[:-1] in the target and (if drafting) the draft, with plain causal forwards."""
         n = len(committed) - 1
         if n <= 0:
+            if self.feature_layers:  # the root is position 0: the feature before it is the zero vector
+                self.pending = torch.zeros(1, self.draft.feature_width, dtype=self.draft.dtype,
+                                           device=self.draft.device)
             return
         tokens, positions = torch.tensor(committed[:-1]), torch.arange(n)
         start = self.clock.start()
-        self.target.forward(tokens, positions, None, last=1)
+        self.target.forward(tokens, positions, None, last=1, features=self.feature_layers)
         self.clock.stop(start, out, "time_target_s")
         if self.draft is not None and self.drafter.uses_draft_model:
             start = self.clock.start()
-            self.draft.forward(tokens, positions, None, last=1)
+            extra = {}
+            if self.feature_layers:
+                feats = self.target.features
+                extra = {"features": torch.cat([torch.zeros_like(feats[:1]), feats[:-1]])}
+                self.pending = feats[-1:]
+            self.draft.forward(tokens, positions, None, last=1, **extra)
             self.clock.stop(start, out, "time_draft_s")
 
     def reset(self) -> None:
@@ -432,7 +462,7 @@ class Engine:
         if self.drafter.draft_length > 0 and (max_depth is None or max_depth > 0):
             draws = draws if draws is not None else RandomDraws(gen)
             ctx = ModelDraftContext(self.draft, committed, self.params, self.vocab_size, draws, out, self.clock,
-                                    max_depth)
+                                    max_depth, self._pending_features(committed))
             plugin_call(self.drafter.build, f"drafter {self.drafter.name!r} build", tree, ctx)
             if coins is None:  # the check's flag rides on the verifier's first coin read (no host read of its own)
                 mass_ok = drafted_mass_flag(tree, max_depth, self.drafter.name)
@@ -445,6 +475,7 @@ class Engine:
         if isinstance(coins, RandomCoins):
             coins.settle()
         check_verified(tree, path, emitted, self.eos, self.vocab_size, self.verifier_name)
+        self._hand_over_features(tree, path, ctx)
         self._compact(tree, committed, path, ctx)
         return Step(tree, q, path, emitted)
 
@@ -455,12 +486,32 @@ class Engine:
         tokens, positions, attend = tree_inputs(tree, committed, cached)
         if len(tree) - 1 == tree.depth:
             attend = None  # a chain (SD, AR) is plain causal attention
-        logits = self.target.forward(tokens, positions, attend, last=len(tree))
+        logits = self.target.forward(tokens, positions, attend, last=len(tree), features=self.feature_layers)
         q = probs_from_logits(logits[:, : self.vocab_size], self.params)
         out.target_calls += 1
         out.tokens_verified.append(len(tree) - 1)
         self.clock.stop(start, out, "time_target_s")
         return q
+
+    def _pending_features(self, committed: list[int]) -> torch.Tensor | None:
+        """The target features the draft reads for its uncached committed tokens (None for a plain draft)."""
+        if not self.feature_layers:
+            return None
+        if self.pending is None or len(self.pending) != len(committed) - self.draft.cached_len:
+            raise RuntimeError(f"feature draft: {0 if self.pending is None else len(self.pending)} pending feature "
+                               f"rows for {len(committed) - self.draft.cached_len} uncached tokens")
+        return self.pending
+
+    def _hand_over_features(self, tree: DraftTree, path: list[int], ctx: ModelDraftContext | None) -> None:
+        """After a step: the target's features at the root and the accepted path are what the draft reads with the
+        path's tokens and the next token (f_i goes with token i + 1); rows the draft did not consume this step
+        (it drafted nothing) stay pending before them."""
+        if not self.feature_layers:
+            return
+        feats = self.target.features[-len(tree):]  # the root's row, then the tree nodes'
+        new = feats[torch.tensor([0, *path], dtype=torch.long, device=feats.device)]
+        consumed = ctx is not None and 0 in ctx.slots
+        self.pending = new if consumed or self.pending is None else torch.cat([self.pending, new])
 
     def _compact(self, tree: DraftTree, committed: list[int], path: list[int], ctx: ModelDraftContext | None) -> None:
         """Keep the committed prefix and the accepted path in both caches: the path's entries move into place
@@ -468,6 +519,10 @@ class Engine:
         """
         root_col = len(committed) - 1
         self.target.compact(root_col + 1, root_col + torch.tensor(path, dtype=torch.long))
-        if ctx is not None and 0 in ctx.slots:
+        if ctx is not None and 0 in ctx.slots and self.feature_layers:
+            # the head's tree entries read predicted features: drop them all; the accepted tokens are re-fed with
+            # the target's true features next step
+            self.draft.compact(root_col + 1, torch.zeros(0, dtype=torch.long))
+        elif ctx is not None and 0 in ctx.slots:
             drafted = [ctx.slots[v] for v in path if v in ctx.slots]
             self.draft.compact(root_col + 1, torch.tensor(drafted, dtype=torch.long))

@@ -34,6 +34,18 @@ class ContextTables:
             raise ValueError(f"unknown table kind {kind!r}; known: {TABLE_KINDS}")
         self.vocab, self.seed, self.kind = vocab, seed, kind
         self._cache: dict[tuple[int, ...], tuple[torch.Tensor, torch.Tensor]] = {}
+        self._ids: dict[tuple[int, ...], int] = {(): 0}  # the empty context is id 0: the engine's zero feature
+        self._contexts: list[tuple[int, ...]] = [()]
+
+    def context_id(self, context: tuple[int, ...]) -> int:
+        """A stable small id for a context (the table models' "hidden state")."""
+        if context not in self._ids:
+            self._ids[context] = len(self._contexts)
+            self._contexts.append(context)
+        return self._ids[context]
+
+    def context_of(self, ident: int) -> tuple[int, ...] | None:
+        return self._contexts[ident] if 0 <= ident < len(self._contexts) else None
 
     def laws(self, context: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
         """(target law, draft law) after `context`, float64."""
@@ -63,6 +75,7 @@ class TableLM:
         self.num_params = 0
         self.tokens: list[int] = []
         self.positions: list[int] = []
+        self.features: torch.Tensor | None = None  # with features=(...): the id of each query's whole context
 
     def reset(self) -> None:
         self.tokens, self.positions = [], []
@@ -72,25 +85,62 @@ class TableLM:
         return len(self.tokens)
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, attend: torch.Tensor | None,
-                last: int = 0) -> torch.Tensor:
+                last: int = 0, features: tuple = ()) -> torch.Tensor:
+        contexts = self.contexts(tokens, positions, attend)
+        if features:  # the "hidden state" of a position is its whole context, as an id (a function of the context)
+            self.features = torch.tensor([[float(self.tables.context_id(c))] for c in contexts], dtype=torch.float64)
+        return torch.stack([self.tables.laws(c)[self.role].log() for c in contexts[len(contexts) - last
+                                                                                   if last else 0:]])
+
+    def contexts(self, tokens: torch.Tensor, positions: torch.Tensor, attend: torch.Tensor | None
+                 ) -> list[tuple[int, ...]]:
+        """Cache the queries and return the context each one sees; raises unless it sits at positions 0..pos."""
         cached = len(self.tokens)
         self.tokens += tokens.tolist()
         self.positions += positions.tolist()
         n = len(tokens)
         if attend is None:
             attend = torch.ones(n, cached + n, dtype=torch.bool).tril(cached)
-        rows = []
-        for i in range(n - last if last else 0, n):
+        out = []
+        for i in range(n):
             seen = sorted((self.positions[j], self.tokens[j]) for j in attend[i].nonzero().flatten().tolist())
             if [pos for pos, _ in seen] != list(range(positions[i].item() + 1)):
                 raise AssertionError(f"query {i} sees positions {[pos for pos, _ in seen]}, not 0..{positions[i]}")
-            rows.append(self.tables.laws(tuple(t for _, t in seen))[self.role].log())
-        return torch.stack(rows)
+            out.append(tuple(t for _, t in seen))
+        return out
 
     def compact(self, prefix: int, moved: torch.Tensor) -> None:
         keep = list(range(prefix)) + moved.tolist()
         self.tokens = [self.tokens[j] for j in keep]
         self.positions = [self.positions[j] for j in keep]
+
+
+class TableHeadLM(TableLM):
+    """A feature-head draft on table laws: each entry reads the feature of the position before it (the target's
+    context id, or at depth > 1 the head's own output at the parent) and raises unless that feature is the id of
+    exactly the context the entry sees minus its own token. A feature fed one position off, from another node or
+    from a rejected one is therefore an error of the oracle, as a wrong mask is; the law is the draft table's."""
+
+    reads_features = True
+    feature_layers = ("last",)
+    feature_width = 1
+
+    def __init__(self, tables: ContextTables) -> None:
+        super().__init__(tables, 1)
+        self.outputs: torch.Tensor | None = None
+
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, attend: torch.Tensor | None,
+                last: int = 0, features: torch.Tensor | None = None, predicted: bool = False) -> torch.Tensor:
+        if features is None or len(features) != len(tokens):
+            raise AssertionError(f"a feature head needs one feature row per token, got {features!r:.40}")
+        contexts = self.contexts(tokens, positions, attend)
+        for i, c in enumerate(contexts):
+            if int(features[i, 0]) != self.tables.context_id(c[:-1]):
+                raise AssertionError(f"entry {i} (context {c}) read the feature of context "
+                                     f"{self.tables.context_of(int(features[i, 0]))}, not of {c[:-1]}")
+        rows = contexts[len(contexts) - last if last else 0:]
+        self.outputs = torch.tensor([[float(self.tables.context_id(c))] for c in rows], dtype=torch.float64)
+        return torch.stack([self.tables.laws(c)[1].log() for c in rows])
 
 
 @dataclass

@@ -65,7 +65,8 @@ EMBEDDED_MODELS = Registry("embedded model", "model_pair.target", {
     "embedded:smollm2-135m-instruct": "rsd.models.embedded.embedded_target_dir",
     "embedded:smollm2-draft": "rsd.models.embedded.smollm2_draft_dir",
     "embedded:smollm2-draft-v2": "rsd.models.embedded.smollm2_draft_v2_dir",
-    "embedded:smollm2-draft-v3": "rsd.models.embedded.smollm2_draft_v3_dir"}, open=False)
+    "embedded:smollm2-draft-v3": "rsd.models.embedded.smollm2_draft_v3_dir",
+    "embedded:smollm2-eagle": "rsd.models.embedded.smollm2_eagle_dir"}, open=False)
 
 
 def lookup(registry: Registry, name: str, key: str | None = None) -> Any:

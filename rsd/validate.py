@@ -189,10 +189,50 @@ def _check_model_pair(m: Mapping[str, Any]) -> None:
     if mix is not None and not (_is_number(mix) and 0 <= mix <= 1):
         raise ConfigError(f"model_pair.mix={mix!r} must be a number in [0, 1] (the acceptance dial: 0 drafts from "
                           "the draft, 1 from the target), or null for the plain pair")
+    _check_draft_kind(m)
     if mix is not None and not draft:
         raise ConfigError(f"model_pair.mix={mix!r} mixes the draft's logits with the target's, but the pair names no "
                           "draft model")
     _check_device(m.get("device"))
+
+
+def _check_draft_kind(m: Mapping[str, Any]) -> None:
+    """model_pair.draft_kind: lm (a standalone draft) or feature_head (a head over the target's hidden states), and a
+    head that fits its target (read from the two configs, before any model loads)."""
+    kind = m.get("draft_kind", "lm")
+    if kind not in ("lm", "feature_head"):
+        raise ConfigError(f"model_pair.draft_kind={kind!r} is not a draft kind; use lm (a standalone draft model) or "
+                          "feature_head (an EAGLE-style head over the target's hidden states)")
+    if kind != "feature_head":
+        return
+    for key in ("mix", "static_forward"):
+        if m.get(key) is not None:
+            raise ConfigError(f"model_pair.{key}={m.get(key)!r} is not supported with draft_kind=feature_head (the "
+                              "head reads the target's hidden states from eager forwards): set model_pair."
+                              f"{key} to null")
+    draft, target = m.get("draft"), m.get("target")
+    if str(target).startswith("tiny:"):
+        return
+    from rsd.models.feature_head import FeatureHeadConfig, fit_problem, is_feature_head
+    from rsd.models.pairs import resolve_path
+
+    path = Path(resolve_path(str(draft)))
+    if not is_feature_head(path):
+        raise ConfigError(f"model_pair.draft={draft!r} holds no feature_head.json, but model_pair.draft_kind is "
+                          "feature_head: point it at a head trained by experiments/train_feature_head.py, or set "
+                          "draft_kind to lm")
+    from rsd.models.embedded import cache_root
+
+    # read without converting or downloading anything: the converted embedded target, or a local directory
+    target_config = (cache_root() / str(target).split(":", 1)[1] if str(target).startswith("embedded:")
+                     else Path(str(target)).expanduser()) / "config.json"
+    if target_config.is_file():
+        from transformers import AutoConfig
+
+        problem = fit_problem(FeatureHeadConfig.read(path), AutoConfig.from_pretrained(target_config.parent))
+        if problem:
+            raise ConfigError(f"model_pair.draft={draft!r} does not fit the target {target!r}: {problem}; train a head "
+                              "for this target (experiments/train_feature_head.py)")
 
 
 def _check_device(device: Any) -> None:

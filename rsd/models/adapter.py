@@ -136,6 +136,7 @@ class CausalLM:
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         self.cache: DynamicCache | None = None
+        self.features: torch.Tensor | None = None  # the last forward's hidden states, when a forward asked for them
         self.num_params = sum(p.numel() for p in model.parameters())
         self._zero = torch.zeros((), dtype=self.dtype, device=self.device)
         self._neg = torch.full((), torch.finfo(self.dtype).min, dtype=self.dtype, device=self.device)
@@ -172,12 +173,16 @@ class CausalLM:
 
     @torch.inference_mode()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, attend: torch.Tensor | None,
-                last: int = 0) -> torch.Tensor:
+                last: int = 0, features: tuple = ()) -> torch.Tensor:
         """Logits [q, V] (or of the last `last` tokens) for `tokens` [q] at `positions` [q].
 
         `attend` [q, cached + q] says who sees whom; None means plain causal attention over the whole cache (the
-        caller guarantees that is what the tree needs: a chain, or committed tokens only).
+        caller guarantees that is what the tree needs: a chain, or committed tokens only). With `features` (what a
+        feature-head draft reads: "last", the final hidden state after the norm, or hidden-state indices), the
+        forward also leaves those features of all q tokens, concatenated, in `self.features` [q, width].
         """
+        if features:
+            return self._feature_forward(tokens, positions, attend, last, tuple(features))
         if self.cache is None:
             self.reset()
         mask = None
@@ -199,6 +204,31 @@ class CausalLM:
             logits_to_keep=last,
         )
         return out.logits[0]
+
+    def _feature_forward(self, tokens: torch.Tensor, positions: torch.Tensor, attend: torch.Tensor | None, last: int,
+                         features: tuple) -> torch.Tensor:
+        """CausalLM.forward through the base model, keeping the requested hidden states (eager forwards only)."""
+        if self.static != "off":
+            raise ValueError("a feature-head draft reads the target's hidden states, which static forwards do not "
+                             "expose: set model_pair.static_forward to null")
+        if self.cache is None:
+            self.reset()
+        mask = None
+        if attend is not None:
+            if attend.shape != (len(tokens), self.cached_len + len(tokens)):
+                raise ValueError(f"mask shape {tuple(attend.shape)} != ({len(tokens)}, "
+                                 f"{self.cached_len + len(tokens)})")
+            mask = torch.where(attend.to(self.device), self._zero, self._neg)[None, None]
+        layers = [f for f in features if f != "last"]
+        out = self.model.base_model(
+            input_ids=tokens.to(self.device, non_blocking=True)[None],
+            position_ids=positions.to(self.device, non_blocking=True)[None],
+            attention_mask=mask, cache=self.cache, use_cache=True, output_hidden_states=bool(layers))
+        hidden = out.last_hidden_state[0]
+        self.features = torch.cat([hidden if f == "last" else out.hidden_states[f][0].to(hidden.device)
+                                   for f in features], -1)
+        rows = hidden[-last:] if last else hidden
+        return self.model.get_output_embeddings()(rows)
 
     def _run(self, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, last: int = 0) -> torch.Tensor:
         return self.model(input_ids=ids, position_ids=pos, attention_mask=mask, cache=self.cache, use_cache=True,

