@@ -1,6 +1,7 @@
 """Pre-flight: `python -m rsd.plan` / `run.py --plan` print what a sweep needs, the sweep callback refuses a sweep
 whose models or data are missing before any job launches, and a single job fails at once for a missing hub model."""
 
+import os
 import subprocess
 import sys
 import time
@@ -175,6 +176,7 @@ def test_sweep_preflight_judges_memory_by_the_slurm_jobs_not_the_login_node(tmp_
     monkeypatch.setattr("rsd.plan.host_memory", lambda: 16e9)
     monkeypatch.setattr("rsd.plan.gpu_memory", lambda: (0, 80e9, "RSD_GPU_MEMORY_GB"))
     monkeypatch.setenv("RSD_SKIP_PREFLIGHT", "models,datasets")
+    monkeypatch.setenv("PATH", f"{ROOT / 'tests' / 'fake_slurm'}{os.pathsep}{os.environ['PATH']}")  # a login node's
     launch_preflight(tmp_path, *OPT_66B, "hydra.launcher.gpus_per_node=2", "model_pair.device_map=auto")
     assert "runs planned" in capsys.readouterr().out
     with pytest.raises(SystemExit):
