@@ -45,6 +45,8 @@ PAIRS = {
     "embedded": default_pair_config(),
     "embedded-v1": {"name": "smollm2_v1", "target": "embedded:smollm2-135m-instruct",
                     "draft": "embedded:smollm2-draft", "chat": True},
+    "embedded-eagle": {"name": "smollm2_eagle", "target": "embedded:smollm2-135m-instruct",
+                       "draft": "embedded:smollm2-eagle", "draft_kind": "feature_head", "chat": True},
 }
 
 
