@@ -195,18 +195,14 @@ def law_targets(batch: dict, rows: torch.Tensor, head_ids: torch.Tensor | None, 
 
 def stage_train(args: argparse.Namespace) -> None:
     """Train (or resume training) the head; checkpoint in work/train-NAME, export to --out at the end."""
-    from rsd.models.feature_head import FeatureHead, FeatureHeadConfig, init_from_target, save_head
+    from rsd.models.feature_head import FeatureHead, head_config_for, init_from_target, save_head
 
     torch.manual_seed(args.seed)
     target = load_target(torch.float32)
     tc = target.config
     layers = ("last",) if args.features == "last" else tuple(LAYERS.values())
     head_ids = tuple(json.loads((DRAFT_V3 / "config.json").read_text())["head_token_ids"]) if args.trimmed else ()
-    cfg = FeatureHeadConfig(hidden_size=tc.hidden_size, num_attention_heads=tc.num_attention_heads,
-                            num_key_value_heads=tc.num_key_value_heads, intermediate_size=tc.intermediate_size,
-                            vocab_size=tc.vocab_size, feature_layers=layers, num_layers=args.layers,
-                            rms_norm_eps=tc.rms_norm_eps, rope_theta=float(tc.rope_parameters["rope_theta"]),
-                            head_token_ids=head_ids)
+    cfg = head_config_for(tc, layers, args.layers, head_ids)
     head = FeatureHead(cfg)
     if args.init == "target":
         init_from_target(head, target)

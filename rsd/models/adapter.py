@@ -181,8 +181,6 @@ class CausalLM:
         feature-head draft reads: "last", the final hidden state after the norm, or hidden-state indices), the
         forward also leaves those features of all q tokens, concatenated, in `self.features` [q, width].
         """
-        if features:
-            return self._feature_forward(tokens, positions, attend, last, tuple(features))
         if self.cache is None:
             self.reset()
         mask = None
@@ -192,38 +190,26 @@ class CausalLM:
                                  f"{self.cached_len + len(tokens)})")
             attend = attend.to(self.device, non_blocking=True)
         if self.static != "off":
+            if features:
+                raise ValueError("a feature-head draft reads the target's hidden states, which static forwards do "
+                                 "not expose: set model_pair.static_forward to null")
             return self._static_forward(tokens, positions, attend, last)
         if attend is not None:
             mask = torch.where(attend, self._zero, self._neg)[None, None]
-        out = self.model(
-            input_ids=tokens.to(self.device, non_blocking=True)[None],
-            position_ids=positions.to(self.device, non_blocking=True)[None],
-            attention_mask=mask,
-            cache=self.cache,
-            use_cache=True,
-            logits_to_keep=last,
-        )
+        ids = tokens.to(self.device, non_blocking=True)[None]
+        pos = positions.to(self.device, non_blocking=True)[None]
+        if features:
+            return self._feature_forward(ids, pos, mask, last, tuple(features))
+        out = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, cache=self.cache, use_cache=True,
+                         logits_to_keep=last)
         return out.logits[0]
 
-    def _feature_forward(self, tokens: torch.Tensor, positions: torch.Tensor, attend: torch.Tensor | None, last: int,
+    def _feature_forward(self, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor | None, last: int,
                          features: tuple) -> torch.Tensor:
-        """CausalLM.forward through the base model, keeping the requested hidden states (eager forwards only)."""
-        if self.static != "off":
-            raise ValueError("a feature-head draft reads the target's hidden states, which static forwards do not "
-                             "expose: set model_pair.static_forward to null")
-        if self.cache is None:
-            self.reset()
-        mask = None
-        if attend is not None:
-            if attend.shape != (len(tokens), self.cached_len + len(tokens)):
-                raise ValueError(f"mask shape {tuple(attend.shape)} != ({len(tokens)}, "
-                                 f"{self.cached_len + len(tokens)})")
-            mask = torch.where(attend.to(self.device), self._zero, self._neg)[None, None]
+        """The eager forward through the base model, keeping the requested hidden states in `self.features`."""
         layers = [f for f in features if f != "last"]
-        out = self.model.base_model(
-            input_ids=tokens.to(self.device, non_blocking=True)[None],
-            position_ids=positions.to(self.device, non_blocking=True)[None],
-            attention_mask=mask, cache=self.cache, use_cache=True, output_hidden_states=bool(layers))
+        out = self.model.base_model(input_ids=ids, position_ids=pos, attention_mask=mask, cache=self.cache,
+                                    use_cache=True, output_hidden_states=bool(layers))
         hidden = out.last_hidden_state[0]
         self.features = torch.cat([hidden if f == "last" else out.hidden_states[f][0].to(hidden.device)
                                    for f in features], -1)
