@@ -4,10 +4,20 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 
+import time  # noqa: E402
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip, with the reason shown, a test that would start after RSD_TEST_DEADLINE (unix seconds): CI's time
+    budget for the slow tier, so that tier ends in time instead of running CI past its limit."""
+    deadline = os.environ.get("RSD_TEST_DEADLINE")
+    if deadline and time.time() > float(deadline):
+        pytest.skip("CI time budget for this tier spent (RSD_TEST_DEADLINE); run it without the deadline")
 
 
 @pytest.fixture(autouse=True)
