@@ -200,6 +200,15 @@ class ModelDraftContext:
         self._clock.stop(start, self._out, "time_draft_s")
         return probs
 
+    def prune(self, tree: DraftTree, keep: list[int]) -> list[int]:
+        """Drop the tree's nodes outside `keep` (rsd.tree.DraftTree.keep) and renumber this context's per-node state;
+        a dropped node's draft-cache entry stays unread (no kept node attends to it) and is cropped after the step."""
+        new = tree.keep(keep)
+        self.slots = {new[v]: s for v, s in self.slots.items() if new[v] >= 0}
+        self._anc_slots = {new[v]: s for v, s in self._anc_slots.items() if new[v] >= 0}
+        self.predicted = {new[v]: h for v, h in self.predicted.items() if new[v] >= 0}
+        return new
+
 
 def is_token(value: object, size: int) -> bool:
     """`value` is a Python int (not a bool, a float or a tensor) in [0, size): a token id or a node index."""

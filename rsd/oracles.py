@@ -15,6 +15,7 @@ from scipy import stats
 
 from rsd.coins import Coins
 from rsd.rules import NodeLaw, NodeRule, get_rule, verify_node
+from rsd.sampling import most_likely
 from rsd.tree import DraftTree
 from rsd.verify.base import Verifier
 from rsd.verify.walk import Walk
@@ -28,12 +29,11 @@ def candidate_draws(p: torch.Tensor, m: int, scheme: str) -> list[tuple[tuple[in
     """Every ordered candidate tuple of length <= m a drafter draws from p, with its probability.
 
     Schemes: 'iid' (with replacement), 'without_replacement' (draw order; fewer than m when p's support is smaller),
-    'single' (m = 1), 'deterministic' (the m most likely tokens, with probability 1).
+    'single' (m = 1), 'deterministic' (the m most likely tokens, ties to the lower id, with probability 1).
     """
     support = [int(x) for x in (p > 0).nonzero().flatten()]
     if scheme == "deterministic":
-        top = p.topk(min(m, len(support)))
-        return [(tuple(int(x) for x in top.indices), 1.0)]
+        return [(tuple(most_likely(p[None], m)[0][0]), 1.0)]
     if scheme == "single":
         return [((x,), float(p[x])) for x in support]
     if scheme == "iid":

@@ -47,7 +47,8 @@ class Registry:
 DRAFTERS = Registry("drafter", "drafter._target_", {
     "ar": "rsd.drafters.AR", "sd": "rsd.drafters.SD", "bv": "rsd.drafters.BV", "pld": "rsd.drafters.PLD",
     "specinfer": "rsd.drafters.SpecInfer", "spectr": "rsd.drafters.SpecTr", "rsd_c": "rsd.drafters.RSDC",
-    "rsd_s": "rsd.drafters.RSDS", "tv": "rsd.drafters.TV"}, base="rsd.drafters.base.Drafter")
+    "rsd_s": "rsd.drafters.RSDS", "tv": "rsd.drafters.TV", "eagle2": "rsd.drafters.Eagle2"},
+    base="rsd.drafters.base.Drafter")
 VERIFIERS = Registry("verifier", "drafter.verifier", {
     "walk": "rsd.verify.walk.Walk", "block": "rsd.verify.block.Block", "traversal": "rsd.verify.traversal.Traversal"},
     base="rsd.verify.base.Verifier", instances=True)

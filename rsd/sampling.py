@@ -90,3 +90,24 @@ def sample_iid_rows(probs: torch.Tensor, counts: list[int], gen: torch.Generator
 def sample(probs: torch.Tensor, gen: torch.Generator) -> int:
     """One token from a probability vector."""
     return sample_iid(probs, 1, gen)[0]
+
+
+def most_likely(probs: torch.Tensor, m: int) -> list[tuple[list[int], list[float]]]:
+    """For each row of probs [n, V]: its min(m, support) most likely tokens and their probabilities, in (-p, id)
+    order (ties go to the lower id, whatever topk picks at the boundary); one host read, two at a positive tie that
+    straddles the boundary."""
+    top = probs.topk(min(m, probs.shape[-1]), dim=-1)
+    kth = top.values[:, -1:]
+    outside = (probs == kth).sum(-1, keepdim=True) - (top.values == kth).sum(-1, keepdim=True)
+    packed = torch.cat([top.values.double(), top.indices.double(), outside.double()], -1).tolist()
+    out = []
+    for r, row in enumerate(packed):
+        k = len(row) // 2
+        vals, idx, kth_value = row[:k], [int(i) for i in row[k: 2 * k]], row[k - 1]
+        chosen = sorted((-v, i) for v, i in zip(vals, idx) if v > 0)
+        if row[-1] > 0 and kth_value > 0:  # topk kept some tied tokens and left out others: take the lowest ids
+            above = [(v, i) for v, i in chosen if -v > kth_value]
+            tied = (probs[r] == probs[r, idx[-1]]).nonzero().flatten()[: k - len(above)].tolist()
+            chosen = above + [(-kth_value, i) for i in tied]
+        out.append(([i for _, i in chosen], [-v for v, _ in chosen]))
+    return out

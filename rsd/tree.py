@@ -46,6 +46,23 @@ class DraftTree:
         self.candidates.setdefault(parent, []).append(child)
         return child
 
+    def keep(self, nodes: list[int]) -> list[int]:
+        """Drop every node outside `nodes` (the root always stays; a kept node's parent must be kept), renumbering
+        the rest in their old order; returns old index -> new index (-1 for a dropped node)."""
+        kept = sorted({0, *nodes})
+        new = [-1] * len(self.tokens)
+        for i, v in enumerate(kept):
+            if v > 0 and new[self.parents[v]] < 0:
+                raise ValueError(f"DraftTree.keep: node {v} is kept but its parent {self.parents[v]} is not")
+            new[v] = i
+        self.tokens = [self.tokens[v] for v in kept]
+        self.parents = [-1] + [new[self.parents[v]] for v in kept[1:]]
+        self.depths = [self.depths[v] for v in kept]
+        self.candidates = {new[v]: [new[c] for c in cs if new[c] >= 0]
+                           for v, cs in self.candidates.items() if new[v] >= 0 and any(new[c] >= 0 for c in cs)}
+        self.draft_probs = {new[v]: p for v, p in self.draft_probs.items() if new[v] >= 0}
+        return new
+
     def children(self, v: int) -> list[int]:
         """Distinct children of v in candidate order."""
         return list(dict.fromkeys(self.candidates.get(v, [])))

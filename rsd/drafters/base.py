@@ -20,7 +20,9 @@ class DraftContext(Protocol):
     `probs(tree, nodes)` returns p(.|node) [len(nodes), V] for each node in one draft forward and records it in
     `tree.draft_probs`: the root first, then level by level. `draws` is the only randomness a drafter may use.
     `max_depth` is the deepest level the drafter may draft this step. `committed` is the prompt and the text so far
-    (the tree's root is its last token); `vocab_size` the width of every law.
+    (the tree's root is its last token); `vocab_size` the width of every law. `prune(tree, keep)` drops every node
+    outside `keep` (a kept node's parent must be kept) after the drafter has looked at more nodes than it verifies
+    (EAGLE-2's reranking), renumbering the rest and the context's own per-node state; it returns old -> new index.
     """
 
     draws: Draws
@@ -29,6 +31,8 @@ class DraftContext(Protocol):
     vocab_size: int
 
     def probs(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor: ...
+
+    def prune(self, tree: DraftTree, keep: list[int]) -> list[int]: ...
 
 
 class Drafter(ABC):

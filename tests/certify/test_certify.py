@@ -17,7 +17,7 @@ from rsd.certify import (
 from rsd.drafters import RSDC, SD, TV
 from rsd.sampling import SamplingParams
 
-BUILTIN = ["ar", "sd", "bv", "specinfer", "spectr", "rsd_c", "tv", "rsd_s", "pld"]
+BUILTIN = ["ar", "sd", "bv", "specinfer", "spectr", "rsd_c", "tv", "rsd_s", "pld", "eagle2"]
 
 
 def check_certificate(name, sampling, *overrides, samples=2000):

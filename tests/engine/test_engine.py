@@ -4,7 +4,7 @@ the node laws, and the counters."""
 import pytest
 import torch
 
-from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr
+from rsd.drafters import AR, RSDC, RSDS, SD, Eagle2, SpecInfer, SpecTr
 from rsd.engine import Engine, Generation
 from rsd.models.adapter import CausalLM
 from rsd.models.tiny import tiny_pair
@@ -17,6 +17,7 @@ DRAFTERS = {
     "spectr": lambda: SpecTr(3, 4),
     "rsd_c": lambda: RSDC([3, 1, 1, 1]),
     "rsd_s": lambda: RSDS(3, 4),
+    "eagle2": lambda: Eagle2(3, 4, 8),
 }
 
 

@@ -5,7 +5,7 @@ engine exactly the laws it is trained on (teacher-forced)."""
 import pytest
 import torch
 
-from rsd.drafters import AR, BV, RSDC, RSDS, SD, TV, SpecInfer, SpecTr
+from rsd.drafters import AR, BV, RSDC, RSDS, SD, TV, Eagle2, SpecInfer, SpecTr
 from rsd.engine import Engine, Generation, PluginError
 from rsd.exact_engine import ContextTables, TableHeadLM, engine_law, target_law, total_variation
 from rsd.models.adapter import CausalLM
@@ -17,6 +17,7 @@ T1 = SamplingParams(1.0)
 DRAFTERS = {
     "sd": lambda: SD(2), "bv": lambda: BV(2), "specinfer": lambda: SpecInfer(2, 2), "spectr": lambda: SpecTr(2, 2),
     "rsd_c": lambda: RSDC([2, 1]), "tv": lambda: TV([2, 1]), "rsd_s": lambda: RSDS(2, 2),
+    "eagle2": lambda: Eagle2(2, 2, 3),
 }
 
 
@@ -27,7 +28,7 @@ def table_law(drafter, tables: ContextTables, engine_cls=Engine, new_tokens: int
     return engine_law(make, tables, [0], new_tokens)
 
 
-FAST = ("sd", "rsd_c")  # the other drafters' enumerations take minutes: slow tier (certify runs them all)
+FAST = ("sd", "rsd_c", "eagle2")  # the other drafters' enumerations take minutes: slow tier (certify runs them all)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in FAST else pytest.mark.slow)

@@ -16,7 +16,7 @@ import torch
 import yaml
 from torch.overrides import TorchFunctionMode
 
-from rsd.drafters import AR, BV, PLD, RSDC, RSDS, SD, TV, SpecInfer, SpecTr
+from rsd.drafters import AR, BV, PLD, RSDC, RSDS, SD, TV, Eagle2, SpecInfer, SpecTr
 from rsd.engine import Engine
 from rsd.models.adapter import CausalLM
 from rsd.models.tiny import tiny_pair
@@ -43,6 +43,9 @@ METHODS = {
     "spectr": (SpecTr(3, L), lambda d: 3 * d + 1),
     # Stochastic beam search reads twice per level (the kept count inside sbs_step, then the kept pairs).
     "rsd_s": (RSDS(3, L), lambda d: 3 * d + 1),
+    # EAGLE-2 reads each drafted level's top-k once (L levels, whatever depth the pruning leaves), then the walk
+    # reads once per multi-candidate node on the accepted path and once for the rest, as SpecInfer's does.
+    "eagle2": (Eagle2(3, L, 3 * L), lambda d: L + 2 * d + 1),
 }
 
 
