@@ -46,7 +46,7 @@ def reference_tree(k: int, depth: int, n: int) -> set[tuple[int, ...]]:
     before (by sum of log-probabilities), then the n best paths of all levels."""
     scored: dict[tuple[int, ...], float] = {}
     frontier = [()]
-    for level in range(depth):
+    for _ in range(depth):
         layer = []
         for path in frontier:
             law = path_law(path)
