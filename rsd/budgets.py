@@ -266,10 +266,11 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def shape_tag(shape: Mapping[str, Any]) -> str:
-    """A short readable name for a shape: 'L4', 'K3xL4', 'W3xL4', 'k3xL4xN12', 'b3-1-1-1', 'none'."""
+    """A short readable name for a shape: 'L4', 'K3xL4', 'W3xL4', 'k3xL4xN12xTd1.0', 'b3-1-1-1', 'none'."""
     if "branching" in shape:
         return "b" + "-".join(str(b) for b in shape["branching"])
-    named = (("num_sequences", "K"), ("beam_width", "W"), ("top_k", "k"), ("draft_length", "L"), ("tree_size", "N"))
+    named = (("num_sequences", "K"), ("beam_width", "W"), ("top_k", "k"), ("draft_length", "L"), ("tree_size", "N"),
+             ("draft_temperature", "Td"))
     parts = [f"{prefix}{shape[key]}" for key, prefix in named if key in shape]
     extra = [f"{k}{v}" for k, v in sorted(shape.items()) if k not in dict(named)]
     return "x".join(parts + extra) or "none"

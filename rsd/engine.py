@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import torch
@@ -360,6 +360,10 @@ class Engine:
             raise ValueError(f"drafter {drafter.name!r} needs a draft model, but the model pair has none")
         self.target, self.draft, self.drafter = target, draft, drafter
         self.params = params
+        # The draft's laws: the target's sampling unless the drafter drafts at its own temperature (EAGLE-2 ranks
+        # its tree by the draft's softmax even when the target decodes greedily); any draft law is lossless.
+        self.draft_params = (params if drafter.draft_temperature is None
+                             else replace(params, temperature=drafter.draft_temperature))
         self.eos = frozenset(eos_token_ids)
         self.vocab_size = vocab_size
         self.clock = _Stopwatch(target.device)
@@ -470,7 +474,7 @@ class Engine:
         ctx, mass_ok = None, None
         if self.drafter.draft_length > 0 and (max_depth is None or max_depth > 0):
             draws = draws if draws is not None else RandomDraws(gen)
-            ctx = ModelDraftContext(self.draft, committed, self.params, self.vocab_size, draws, out, self.clock,
+            ctx = ModelDraftContext(self.draft, committed, self.draft_params, self.vocab_size, draws, out, self.clock,
                                     max_depth, self._pending_features(committed))
             plugin_call(self.drafter.build, f"drafter {self.drafter.name!r} build", tree, ctx)
             if coins is None:  # the check's flag rides on the verifier's first coin read (no host read of its own)

@@ -55,6 +55,8 @@ class Drafter(ABC):
     verifier: ClassVar[str] = "walk"
     # The built-in tree-level verifiers that are exact on this drafter's trees (checked before a run starts).
     tree_verifiers: ClassVar[tuple[str, ...]] = ()
+    # The temperature of the draft laws `ctx.probs` returns; None: the target's sampling (any draft law is lossless).
+    draft_temperature: float | None = None
 
     @property
     @abstractmethod

@@ -18,7 +18,9 @@ class Eagle2(Drafter):
     ranked by the cumulative draft log-probability of their path; then the N best nodes of all levels are kept.
 
     Every candidate list is the m most likely tokens of its node's draft law (m = its kept children), a deterministic
-    function of the context, so the one-hot rule verifies it losslessly whatever N, k and D are.
+    function of the context, so the one-hot rule verifies it losslessly whatever N, k and D are. The draft laws are
+    at `draft_temperature` (EAGLE-2's: the draft's softmax, 1.0) whatever the target's sampling, so a greedy target
+    still gets a k-wide tree; null drafts at the target's temperature (a one-hot law, a chain, when it is greedy).
     """
 
     candidate_scheme = "deterministic"
@@ -26,7 +28,9 @@ class Eagle2(Drafter):
     name = "eagle2"
     rule = "onehot"
 
-    def __init__(self, top_k: int, draft_length: int, tree_size: int) -> None:
+    def __init__(self, top_k: int, draft_length: int, tree_size: int, draft_temperature: float | None = 1.0) -> None:
+        if draft_temperature is not None and not draft_temperature >= 0:
+            raise ValueError(f"eagle2 needs draft_temperature >= 0 or null (the target's), got {draft_temperature}")
         if top_k < 1 or draft_length < 1 or tree_size < 1:
             raise ValueError(f"eagle2 needs top_k, draft_length and tree_size >= 1, got k={top_k}, D={draft_length}, "
                              f"N={tree_size}")
@@ -35,6 +39,7 @@ class Eagle2(Drafter):
             raise ValueError(f"eagle2 with k={top_k}, D={draft_length} looks at {pool} nodes, fewer than "
                              f"N={tree_size}: raise top_k or draft_length, or lower tree_size")
         self.top_k, self.depth, self.tree_size = top_k, draft_length, tree_size
+        self.draft_temperature = draft_temperature
 
     @property
     def draft_length(self) -> int:
@@ -47,15 +52,17 @@ class Eagle2(Drafter):
     @classmethod
     def shapes(cls, budget: Budget, params: Mapping[str, Any]) -> list[dict]:
         """k from the config and N = k x L at a fixed draft length (the tree size of the K = 3 methods); N = B with
-        every k x D = B at a fixed target compute."""
+        every k x D = B at a fixed target compute; each with the config's draft temperature."""
+        temperature = {"draft_temperature": params.get("draft_temperature", 1.0)}
         if budget.kind == "fixed_length":
             k = params["top_k"]
-            return [{"top_k": k, "draft_length": budget.draft_length, "tree_size": k * budget.draft_length}]
-        return [{"top_k": k, "draft_length": d, "tree_size": budget.target_tokens}
+            return [{"top_k": k, "draft_length": budget.draft_length, "tree_size": k * budget.draft_length,
+                     **temperature}]
+        return [{"top_k": k, "draft_length": d, "tree_size": budget.target_tokens, **temperature}
                 for k, d in factor_pairs(budget.target_tokens)]
 
     def describe(self) -> dict:
-        return {**super().describe(), "top_k": self.top_k}
+        return {**super().describe(), "top_k": self.top_k, "draft_temperature": self.draft_temperature}
 
     def build(self, tree: DraftTree, ctx: DraftContext) -> None:
         score = [0.0]  # cumulative draft log-probability of each node's path, by node index

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rsd.budgets import Budget
-from rsd.drafters import Eagle2
+from rsd.drafters import AR, Eagle2
 from rsd.engine import Engine, Generation
 from rsd.models.adapter import CausalLM
 from rsd.models.tiny import tiny_pair
@@ -100,7 +100,7 @@ def test_the_draft_cache_serves_the_kept_nodes_after_pruning():
     a slot left unrenumbered by the pruning would feed a later step a dropped node's cache entry."""
     target, _ = tiny_pair("llama", 64, seed=3, init_std=0.2)
     draft = target  # at T = 0.3 a draft equal to the target accepts deep paths through renumbered nodes
-    engine = Engine(CausalLM(target), CausalLM(draft), Eagle2(3, 4, 8), SamplingParams(0.3), [], 64)
+    engine = Engine(CausalLM(target), CausalLM(draft), Eagle2(3, 4, 8, None), SamplingParams(0.3), [], 64)
     committed, accepted = [5, 6, 7, 8], 0
     engine.reset()
     engine._prefill(committed, Generation())
@@ -131,12 +131,15 @@ def test_most_likely_breaks_ties_to_the_lower_id():
 
 def test_shapes_and_infeasible_trees():
     assert Eagle2.shapes(Budget("fixed_length", draft_length=4), {"top_k": 3}) == [
-        {"top_k": 3, "draft_length": 4, "tree_size": 12}]
-    assert Eagle2.shapes(Budget("fixed_compute", target_tokens=6), {"top_k": 3}) == [
-        {"top_k": k, "draft_length": d, "tree_size": 6} for k, d in ((1, 6), (2, 3), (3, 2), (6, 1))]
+        {"top_k": 3, "draft_length": 4, "tree_size": 12, "draft_temperature": 1.0}]
+    assert Eagle2.shapes(Budget("fixed_compute", target_tokens=6), {"top_k": 3, "draft_temperature": None}) == [
+        {"top_k": k, "draft_length": d, "tree_size": 6, "draft_temperature": None}
+        for k, d in ((1, 6), (2, 3), (3, 2), (6, 1))]
     with pytest.raises(ValueError, match="looks at 3 nodes, fewer than N=4"):
         Eagle2(1, 3, 4)
-    assert Eagle2(2, 3, 5).describe() == {"draft_length": 3, "max_tree_size": 5, "top_k": 2}
+    assert Eagle2(2, 3, 5).describe() == {"draft_length": 3, "max_tree_size": 5, "top_k": 2, "draft_temperature": 1.0}
+    with pytest.raises(ValueError, match="draft_temperature >= 0"):
+        Eagle2(2, 3, 5, draft_temperature=-1.0)
 
 
 def test_generation_runs_and_counts_calls():
@@ -145,3 +148,29 @@ def test_generation_runs_and_counts_calls():
         [1, 2, 3], 20, prompt_generator(0, "e2"))
     assert len(out.new_token_ids) == 20 and max(out.tokens_verified) <= 9
     assert out.draft_calls <= 3 * out.target_calls
+
+
+def test_a_greedy_target_still_gets_a_wide_tree_from_the_drafts_own_softmax():
+    """At T = 0 the draft's laws stay at its own temperature (1.0): the tree is k wide, not a greedy chain, and the
+    output is still the target's greedy text; with draft_temperature null the tree is the one-hot chain."""
+    target, draft = tiny_pair("llama", 64, seed=3, init_std=0.2)
+    greedy = SamplingParams(0.0)
+    want = Engine(CausalLM(target), None, AR(), greedy, [], 64).generate([1, 2, 3], 16, prompt_generator(0, "g"))
+    for temperature, widest in ((1.0, 3), (None, 1)):
+        engine = Engine(CausalLM(target), CausalLM(draft), Eagle2(3, 3, 9, temperature), greedy, [], 64)
+        widths = root_widths(engine)
+        out = engine.generate([1, 2, 3], 16, prompt_generator(0, "g"))
+        assert out.new_token_ids == want.new_token_ids and max(widths) == widest
+
+
+def root_widths(engine: Engine) -> list[int]:
+    """The number of root candidates of every step the engine takes from now on."""
+    widths, step = [], engine.step
+
+    def recorded(*args, **kwargs):
+        out = step(*args, **kwargs)
+        widths.append(len(out.tree.candidates.get(0, [])))
+        return out
+
+    engine.step = recorded
+    return widths
