@@ -20,6 +20,7 @@ from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr  # noqa: E402
 from rsd.drafters.base import Drafter  # noqa: E402
 from rsd.engine import Engine, Generation  # noqa: E402
 from rsd.models.embedded import default_pair_config  # noqa: E402
+from rsd.models.feature_head import HeadLM  # noqa: E402
 from rsd.models.hardware import resolve_dtype  # noqa: E402
 from rsd.models.pairs import load_pair  # noqa: E402
 from rsd.sampling import prompt_generator  # noqa: E402
@@ -129,8 +130,13 @@ def profiled(engine: Engine):
         saved.append((obj, attr, obj.__dict__.get(attr, None) if hasattr(obj, "__dict__") else None))
         prof.wrap(obj, attr, key)
 
-    wrap(engine.target.model, "forward", "target_fwd")
-    if engine.draft is not None and engine.draft.model is not engine.target.model:
+    if engine.feature_layers:  # the target's forward that also keeps the features the head reads
+        wrap(engine.target, "_feature_forward", "target_fwd")
+    else:
+        wrap(engine.target.model, "forward", "target_fwd")
+    if isinstance(engine.draft, HeadLM):  # a feature head: its forward, its trimmed LM head and logits scatter
+        wrap(engine.draft, "forward", "draft_fwd")
+    elif engine.draft is not None and engine.draft.model is not engine.target.model:
         wrap(engine.draft.model, "forward", "draft_fwd")
     wrap(engine.drafter, "build", "build")
     wrap(engine, "_compact", "compact")
