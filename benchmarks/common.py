@@ -9,21 +9,18 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from rsd.data import load_builtin  # noqa: E402
-from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr  # noqa: E402
-from rsd.drafters.base import Drafter  # noqa: E402
-from rsd.engine import Engine, Generation  # noqa: E402
-from rsd.models.embedded import default_pair_config  # noqa: E402
-from rsd.models.feature_head import HeadLM  # noqa: E402
-from rsd.models.hardware import resolve_dtype  # noqa: E402
-from rsd.models.pairs import load_pair  # noqa: E402
-from rsd.sampling import prompt_generator  # noqa: E402
+from rsd.data import load_builtin
+from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr
+from rsd.drafters.base import Drafter
+from rsd.engine import Engine, Generation
+from rsd.models.embedded import default_pair_config
+from rsd.models.feature_head import HeadLM
+from rsd.models.hardware import resolve_dtype
+from rsd.models.pairs import load_pair
+from rsd.sampling import prompt_generator
 
 # (label, drafter factory): AR, every method at L = 4 (K = W = b_1 = 3) and at B = 30 (K = W = b_1 = 6, L = 5).
 SHAPES: dict[str, Callable[[], Drafter]] = {

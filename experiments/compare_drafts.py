@@ -11,15 +11,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from train_draft import answer_acceptance, load_target  # noqa: E402
+from train_draft import answer_acceptance, load_target
 
 
 @torch.inference_mode()

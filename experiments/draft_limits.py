@@ -21,17 +21,12 @@ from __future__ import annotations
 import argparse
 import math
 import random
-import sys
 from pathlib import Path
 
 import torch
+from train_draft import answer_acceptance, draft_answer_logp, load_target
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from train_draft import answer_acceptance, draft_answer_logp, load_target  # noqa: E402
-
-from rsd.models.embedded import cache_root  # noqa: E402
+from rsd.models.embedded import cache_root
 
 
 def round_range(text: str) -> range:

@@ -8,17 +8,14 @@ docs/results/README.md quotes for the quiet token-rate pass:
 
 import argparse
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from analysis.load import AR_KEYS, load  # noqa: E402
-from analysis.names import METHODS, method_label  # noqa: E402
-from analysis.stats import holm, paired  # noqa: E402
+from analysis.load import AR_KEYS, load
+from analysis.names import METHODS, method_label
+from analysis.stats import holm, paired
 
 
 def rate_ratios(prompts: pd.DataFrame) -> pd.DataFrame:

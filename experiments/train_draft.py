@@ -66,15 +66,12 @@ import argparse
 import json
 import math
 import random
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from rsd.models.embedded import cache_root, embedded_target_dir  # noqa: E402
+from rsd.models.embedded import cache_root, embedded_target_dir
 
 DRAFT_DIR = Path(__file__).resolve().parent.parent / "rsd" / "assets" / "smollm2-draft-v3"
 
