@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-BUILTIN = ("ar", "pld", "sd", "bv", "specinfer", "spectr", "rsd_c", "tv", "rsd_s", "eagle2")  # table/legend order
-METHODS = {"ar": "AR", "pld": "PLD", "sd": "SD", "bv": "BV", "specinfer": "SpecInfer", "spectr": "SpecTr",
-           "rsd_c": "RSD-C", "tv": "TV", "rsd_s": "RSD-S", "eagle2": "EAGLE-2 tree"}
+from rsd.registry import DRAFTER_LABELS, DRAFTERS
+
+BUILTIN = tuple(DRAFTERS)  # table and legend order
+METHODS = DRAFTER_LABELS
 PAIRS = {
     "smollm2": "SmolLM2-135M + 7M draft",
     "smollm2_v1": "SmolLM2-135M + v1 draft",

@@ -44,11 +44,15 @@ class Registry:
         return self.entries.get(name, name)
 
 
+# In table and legend order (a tree-level verifier right after its drafts' method).
 DRAFTERS = Registry("drafter", "drafter._target_", {
-    "ar": "rsd.drafters.AR", "sd": "rsd.drafters.SD", "bv": "rsd.drafters.BV", "pld": "rsd.drafters.PLD",
+    "ar": "rsd.drafters.AR", "pld": "rsd.drafters.PLD", "sd": "rsd.drafters.SD", "bv": "rsd.drafters.BV",
     "specinfer": "rsd.drafters.SpecInfer", "spectr": "rsd.drafters.SpecTr", "rsd_c": "rsd.drafters.RSDC",
-    "rsd_s": "rsd.drafters.RSDS", "tv": "rsd.drafters.TV", "eagle2": "rsd.drafters.Eagle2"},
+    "tv": "rsd.drafters.TV", "rsd_s": "rsd.drafters.RSDS", "eagle2": "rsd.drafters.Eagle2"},
     base="rsd.drafters.base.Drafter")
+# The built-in drafters' display names in tables and figures (a user's drafter is shown by its name).
+DRAFTER_LABELS = {"ar": "AR", "pld": "PLD", "sd": "SD", "bv": "BV", "specinfer": "SpecInfer", "spectr": "SpecTr",
+                  "rsd_c": "RSD-C", "tv": "TV", "rsd_s": "RSD-S", "eagle2": "EAGLE-2 tree"}
 VERIFIERS = Registry("verifier", "drafter.verifier", {
     "walk": "rsd.verify.walk.Walk", "block": "rsd.verify.block.Block", "traversal": "rsd.verify.traversal.Traversal"},
     base="rsd.verify.base.Verifier", instances=True)
