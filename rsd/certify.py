@@ -31,7 +31,8 @@ import torch
 
 from rsd.drafters import SD
 from rsd.drafters.base import Drafter
-from rsd.engine import DrafterContractError, Engine, PluginError, VerifierContractError
+from rsd.drafters.contract import DrafterContractError
+from rsd.engine import Engine
 from rsd.errors import RsdError, one_line
 from rsd.exact_engine import ContextTables, TableHeadLM, TableLM, engine_law, target_law, total_variation
 from rsd.oracles import (
@@ -51,8 +52,10 @@ from rsd.oracles import (
     tree_law_error,
 )
 from rsd.paths import CONF_DIR
+from rsd.plugin import PluginError
 from rsd.sampling import SamplingParams, prompt_generator
 from rsd.verify import verifier_for
+from rsd.verify.contract import VerifierContractError
 
 EXACT_BOUND = 1e-12
 # T=2 with top-k and top-p keeps many sequences alive while both filters bite (a check with power, not 4 cells).
@@ -262,7 +265,8 @@ def engine_law_and_yield_error(drafter: Drafter, params: SamplingParams, tables:
 def depth_limit_error(drafter: Drafter, vocab: int = 3) -> str | None:
     """The first ctx.max_depth in 0..L-1 the drafter's `build` drafts past (a contract message), or None."""
     from rsd.coins import RandomDraws
-    from rsd.engine import Generation, ModelDraftContext, check_drafted_tree
+    from rsd.drafters.contract import check_drafted_tree
+    from rsd.engine import Generation, ModelDraftContext
     from rsd.tree import DraftTree
 
     engine = _engine_for(drafter, T1, (), vocab)(*(TableLM(ContextTables(vocab, 0), role) for role in (0, 1)))

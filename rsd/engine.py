@@ -9,22 +9,20 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
 
 import torch
 
 from rsd.coins import Coins, Draws, RandomCoins, RandomDraws
 from rsd.drafters.base import Drafter
-from rsd.errors import RsdError, one_line
+from rsd.drafters.contract import check_drafted_tree, drafted_mass_flag, zero_mass_error
 from rsd.models.adapter import CausalLM
 from rsd.optimum import root_optimum
+from rsd.plugin import plugin_call
 from rsd.sampling import SamplingParams, probs_from_logits
 from rsd.tree import DraftTree
 from rsd.verify import Verifier, verifier_for
-
-T = TypeVar("T")
+from rsd.verify.contract import check_expected_yield, check_laws, check_verified, verify_call
 
 
 @dataclass
@@ -109,18 +107,6 @@ class _Stopwatch:
         for counter, start, end in self._pending:
             setattr(out, counter, getattr(out, counter) + start.elapsed_time(end) / 1e3)
         self._pending.clear()
-
-
-class DrafterContractError(RsdError, RuntimeError):
-    """A drafter broke the contract of `rsd.drafters.base.Drafter` (the message names the drafter and the rule)."""
-
-
-class VerifierContractError(RsdError, RuntimeError):
-    """A verifier broke the contract of `rsd.verify.base.Verifier` (the message names the verifier and the rule)."""
-
-
-class PluginError(RsdError, RuntimeError):
-    """A drafter's build or a verifier's verify or expected_yield raised (the message names it and the exception)."""
 
 
 class ModelDraftContext:
@@ -210,127 +196,6 @@ class ModelDraftContext:
         return new
 
 
-def is_token(value: object, size: int) -> bool:
-    """`value` is a Python int (not a bool, a float or a tensor) in [0, size): a token id or a node index."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < size
-
-
-def plugin_call(fn: Callable[..., T], who: str, *args: object) -> T:
-    """`fn(*args)`; whatever it raises but an RsdError becomes a PluginError naming `who` ("drafter 'x' build"),
-    the original chained (and in the run's error.json)."""
-    try:
-        return fn(*args)
-    except RsdError:
-        raise
-    except Exception as err:
-        raise PluginError(f"{who} raised {type(err).__name__}: {one_line(err)}; fix the plug-in (the whole "
-                          "traceback is in the run directory's error.json)") from err
-
-
-def verify_call(verifier: Verifier, name: str, *args: object) -> tuple[list[int], list[int]]:
-    """`verifier.verify(*args)` through plugin_call, refused unless it returned a pair (path, emitted tokens);
-    check_verified checks the pair."""
-    result = plugin_call(verifier.verify, f"verifier {name!r} verify", *args)
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise VerifierContractError(f"verifier {name!r} returned {result!r:.60} from verify; it must return "
-                                    "(a list of accepted nodes, a list of emitted tokens)")
-    return result[0], result[1]
-
-
-def check_drafted_tree(tree: DraftTree, max_depth: int | None, drafter: str) -> None:
-    """The contract checks every step runs: depth <= max_depth, and every drafted token has positive mass under its
-    parent's recorded draft law (a token drawn from another node's law usually has none somewhere). One host sync."""
-    mass_ok = drafted_mass_flag(tree, max_depth, drafter)
-    if mass_ok is not None and not bool(mass_ok):
-        raise zero_mass_error(drafter)
-
-
-def zero_mass_error(drafter: str) -> DrafterContractError:
-    return DrafterContractError(f"drafter {drafter!r} drafted a token with zero mass under its parent's draft law: "
-                                "each node's candidates must be drawn (through ctx.draws) from the law ctx.probs "
-                                "returned for that node")
-
-
-def drafted_mass_flag(tree: DraftTree, max_depth: int | None, drafter: str) -> torch.Tensor | None:
-    """`check_drafted_tree` without its host read: raises for what the host sees (depth, a missing law) and returns
-    the device flag 'every drafted token has positive mass' (None for a tree without drafted tokens)."""
-    if max_depth is not None and tree.depth > max_depth:
-        raise DrafterContractError(f"drafter {drafter!r} drafted {tree.depth} levels where ctx.max_depth is "
-                                   f"{max_depth}: draft at most min(draft_length, ctx.max_depth) levels")
-    if len(tree) == 1:
-        return None
-    by_parent: dict[int, list[int]] = {}
-    for v in range(1, len(tree)):
-        by_parent.setdefault(tree.parents[v], []).append(tree.tokens[v])
-    missing = [u for u in by_parent if u not in tree.draft_probs]
-    if missing:
-        raise DrafterContractError(f"drafter {drafter!r} added children to node(s) {missing} without their draft law: "
-                                   "call ctx.probs on a node before drawing its candidates")
-    for u, toks in by_parent.items():
-        size = tree.draft_probs[u].shape[-1]
-        bad = [t for t in toks if not is_token(t, size)]
-        if bad:
-            raise DrafterContractError(f"drafter {drafter!r} drafted token {bad[0]!r:.40} ({type(bad[0]).__name__}) "
-                                       f"under node "
-                                       f"{u}: a drafted token must be a Python int in [0, {size}) (the draft law's "
-                                       "vocabulary); convert a tensor with int(...)")
-    mass = torch.cat([tree.draft_probs[u][torch.tensor(toks, device=tree.draft_probs[u].device)]
-                      for u, toks in by_parent.items()])
-    return (mass > 0).all()
-
-
-def check_verified(tree: DraftTree, path: list[int], emitted: list[int], eos: frozenset[int], vocab_size: int,
-                   verifier: str) -> None:
-    """The verifier's output obeys its contract: `path` descends from the root's child, one node per level, and
-    `emitted` is the path's tokens plus exactly one more token (none after an accepted EOS), each in [0, vocab_size).
-    Pure Python on the lists: no host sync."""
-    def fail(rule: str) -> VerifierContractError:
-        return VerifierContractError(f"verifier {verifier!r} returned path {path!r} and tokens {emitted!r}, which "
-                                     f"breaks its contract: {rule}")
-
-    if not isinstance(path, (list, tuple)) or not isinstance(emitted, (list, tuple)):
-        raise fail("verify must return (a list of accepted nodes, a list of emitted tokens)")
-    parent = 0
-    for v in path:
-        if not is_token(v, len(tree)) or v == 0 or tree.parents[v] != parent:
-            raise fail(f"the accepted nodes must be a path of the drafted tree ({len(tree)} nodes) from a child of "
-                       "the root (node 0, excluded) down, each node a child of the one before")
-        parent = v
-    tokens = [tree.tokens[v] for v in path]
-    extra = 0 if tokens and tokens[-1] in eos else 1
-    if any(not is_token(t, vocab_size) for t in emitted):
-        raise fail(f"an emitted token must be a Python int (not a bool or a tensor) in [0, {vocab_size})")
-    if list(emitted[: len(tokens)]) != tokens or len(emitted) != len(tokens) + extra:
-        raise fail("the emitted tokens must be the accepted nodes' tokens plus one more token (none after an "
-                   "accepted EOS)")
-
-
-def check_expected_yield(value: float, tree: DraftTree, verifier: str) -> None:
-    """A step's expected yield is a Python number in [1, depth + 1] (at least the bonus or residual token, at most a
-    whole path)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise VerifierContractError(f"verifier {verifier!r}: expected_yield returned {value!r:.60} "
-                                    f"({type(value).__name__}); it must return a Python float, the exact expected "
-                                    "number of emitted tokens (use float(...) on a tensor)")
-    if not 1.0 - 1e-9 <= value <= tree.depth + 1.0 + 1e-9:
-        raise VerifierContractError(f"verifier {verifier!r}: expected_yield returned {value!r} on a tree of depth "
-                                    f"{tree.depth}; it must be the exact expected number of emitted tokens, in "
-                                    f"[1, {tree.depth + 1}]")
-
-
-def check_laws(step: Step) -> None:
-    """Every law of a step (the target's at the tree's nodes, the draft's at its expanded nodes) is a distribution.
-
-    A NaN law cannot be sampled honestly (Gumbel-top-k would still return tokens), so the step is refused; checked
-    in the bookkeeping after the step, not inside it, so the step keeps its host reads.
-    """
-    laws = [step.q, *step.tree.draft_probs.values()]
-    if bool(torch.stack([torch.isnan(law).any() for law in laws]).any()):  # one host read, however many laws
-        raise ValueError("a model's logits gave no distribution (NaN after softmax): the model returned NaN, or every "
-                         "token of a row was masked to -inf; check the model's dtype and weights, the sampling "
-                         "settings and, for the acceptance dial, model_pair.mix")
-
-
 def tree_inputs(tree: DraftTree, committed: list[int], cached: int
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Tokens, position ids and attention [q, cached + q] for [committed[cached:], tree nodes 1..n-1].
@@ -352,10 +217,13 @@ def tree_inputs(tree: DraftTree, committed: list[int], cached: int
 
 
 class Engine:
-    """Generates from the target with a drafter; the output law is the target's, whatever the drafter (lossless)."""
+    """Generates from the target with a drafter; the output law is the target's, whatever the drafter (lossless).
+
+    `verifier` replaces the drafter's own (rsd.verify.verifier_for) under its name: the certify oracle passes one that
+    records every step."""
 
     def __init__(self, target: CausalLM, draft: CausalLM | None, drafter: Drafter, params: SamplingParams,
-                 eos_token_ids: list[int], vocab_size: int) -> None:
+                 eos_token_ids: list[int], vocab_size: int, verifier: Verifier | None = None) -> None:
         if drafter.uses_draft_model and draft is None:
             raise ValueError(f"drafter {drafter.name!r} needs a draft model, but the model pair has none")
         self.target, self.draft, self.drafter = target, draft, drafter
@@ -367,7 +235,7 @@ class Engine:
         self.eos = frozenset(eos_token_ids)
         self.vocab_size = vocab_size
         self.clock = _Stopwatch(target.device)
-        self.verifier = verifier_for(drafter)
+        self.verifier = verifier if verifier is not None else verifier_for(drafter)
         # A feature-head draft reads these target features; `pending` holds them for the committed positions the
         # draft has not cached yet (the shift: the row for committed[j] is the feature of position j - 1).
         self.feature_layers: tuple = tuple(getattr(draft, "feature_layers", ())) if drafter.uses_draft_model else ()
@@ -393,7 +261,7 @@ class Engine:
             out.accepted_lengths.append(len(step.path))
             stop = False
             paused = self.clock.now()  # the exact expectation is bookkeeping, not decoding: kept out of wall_s
-            check_laws(step)
+            check_laws(step.q, step.tree)
             expected = plugin_call(self.verifier.expected_yield, f"verifier {self.verifier_name!r} expected_yield",
                                    step.tree, step.q, self.eos, self.drafter.rule)
             check_expected_yield(expected, step.tree, self.verifier_name)

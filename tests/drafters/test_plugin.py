@@ -9,7 +9,7 @@ import torch
 from helpers import ROOT, compose_cfg
 from rsd.certify import MC_SAMPLING, certify, compose_drafters, engine_exact_check, exact_check
 from rsd.drafters import SD
-from rsd.engine import Engine, VerifierContractError
+from rsd.engine import Engine
 from rsd.errors import ConfigError
 from rsd.exact_engine import ContextTables, TableLM
 from rsd.runner import run
@@ -17,6 +17,7 @@ from rsd.runs import plan_runs
 from rsd.sampling import SamplingParams
 from rsd.tree import DraftTree
 from rsd.verify.base import get_verifier
+from rsd.verify.contract import VerifierContractError
 from rsd.verify.walk import Walk
 
 EXAMPLE = ROOT / "examples" / "topk_tree"

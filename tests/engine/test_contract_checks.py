@@ -9,10 +9,12 @@ import torch
 from rsd.coins import RandomCoins, RandomDraws
 from rsd.drafters import SD
 from rsd.drafters.base import DraftContext
-from rsd.engine import DrafterContractError, Engine, VerifierContractError
+from rsd.drafters.contract import DrafterContractError
+from rsd.engine import Engine
 from rsd.exact_engine import ContextTables, TableLM
 from rsd.sampling import SamplingParams
 from rsd.tree import DraftTree
+from rsd.verify.contract import VerifierContractError
 from rsd.verify.walk import Walk
 
 VOCAB, EOS = 3, 2

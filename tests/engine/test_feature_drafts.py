@@ -6,11 +6,12 @@ import pytest
 import torch
 
 from rsd.drafters import AR, BV, RSDC, RSDS, SD, TV, Eagle2, SpecInfer, SpecTr
-from rsd.engine import Engine, Generation, PluginError
+from rsd.engine import Engine, Generation
 from rsd.exact_engine import ContextTables, TableHeadLM, engine_law, target_law, total_variation
 from rsd.models.adapter import CausalLM
 from rsd.models.feature_head import tiny_head_lm, unrolled_outputs
 from rsd.models.tiny import tiny_pair
+from rsd.plugin import PluginError
 from rsd.sampling import SamplingParams, prompt_generator
 
 T1 = SamplingParams(1.0)

@@ -13,11 +13,14 @@ from helpers import compose_cfg
 from rsd.config import resolve_config
 from rsd.drafters import SD
 from rsd.drafters.base import DraftContext
-from rsd.engine import DrafterContractError, Engine, PluginError, VerifierContractError
+from rsd.drafters.contract import DrafterContractError
+from rsd.engine import Engine
 from rsd.errors import ConfigError
 from rsd.exact_engine import ContextTables, TableLM
+from rsd.plugin import PluginError
 from rsd.sampling import SamplingParams
 from rsd.tree import DraftTree
+from rsd.verify.contract import VerifierContractError
 from rsd.verify.walk import Walk
 
 VOCAB = 3
