@@ -5,10 +5,10 @@ ids: a boolean mask is silently ignored by eager attention, and missing position
 (docs/algorithms.md#pitfalls, 5). A purely causal forward (prefill, a chain) passes no mask and lets the model mask
 causally.
 
-The KV cache is a preallocated buffer per layer (`BufferLayer`): a forward writes its new entries in place and
-attention reads a view of the filled part, so appending costs O(new tokens), not a concatenation of the whole
-cache. Keeping an accepted path (pitfall 6) moves the path's entries into place behind the kept prefix and crops: it
-costs O(path), not a gather of the whole context.
+The KV cache is rsd's own (rsd.models.kv_cache, no transformers internals), a preallocated buffer per layer
+(`BufferLayer`): a forward writes its new entries in place and attention reads a view of the filled part, so
+appending costs O(new tokens), not a concatenation of the whole cache. Keeping an accepted path (pitfall 6) moves
+the path's entries into place behind the kept prefix and crops: it costs O(path), not a gather of the whole context.
 
 With `static` set ("buffers", or "compile" for torch.compile), forwards of up to 32 tokens run at fixed shapes: the
 queries are padded to a power of two, the cache is one buffer per layer of fixed capacity (256, doubled when full)
@@ -19,111 +19,32 @@ On CUDA the compiled forwards are also captured as CUDA graphs (torch.compile's 
 
 from __future__ import annotations
 
+import inspect
+
 import torch
-from transformers import DynamicCache, PreTrainedModel
-from transformers.cache_utils import DynamicLayer
+from transformers import PretrainedConfig, PreTrainedModel
 
+from rsd.models.kv_cache import BufferLayer, KVCache, SlotLayer
 from rsd.models.spec import STATIC_MODES
-
-
-class BufferLayer(DynamicLayer):
-    """A DynamicLayer whose keys/values are views of a buffer grown by doubling (batch 1, seq dim -2)."""
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self._kbuf: torch.Tensor | None = None
-        self._vbuf: torch.Tensor | None = None
-        self.length = 0
-
-    def _view(self) -> None:
-        self.keys = self._kbuf[:, :, : self.length]
-        self.values = self._vbuf[:, :, : self.length]
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
-               ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write the new entries after the filled part (growing the buffer when full); return the filled views."""
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        need = self.length + key_states.shape[-2]
-        if self._kbuf is None or need > self._kbuf.shape[-2]:
-            cap = max(256, 2 * need)
-            kbuf = key_states.new_empty((*key_states.shape[:-2], cap, key_states.shape[-1]))
-            vbuf = value_states.new_empty((*value_states.shape[:-2], cap, value_states.shape[-1]))
-            if self.length:
-                kbuf[:, :, : self.length] = self._kbuf[:, :, : self.length]
-                vbuf[:, :, : self.length] = self._vbuf[:, :, : self.length]
-            self._kbuf, self._vbuf = kbuf, vbuf
-        self._kbuf[:, :, self.length: need] = key_states
-        self._vbuf[:, :, self.length: need] = value_states
-        self.length = need
-        self._view()
-        return self.keys, self.values
-
-    def get_seq_length(self) -> int:
-        return self.length
-
-    def reset(self) -> None:
-        self.length = 0
-        self._kbuf = self._vbuf = None
-        super().reset()
-
-    def crop(self, tokens_to_remove: int) -> None:
-        if tokens_to_remove > 0:
-            raise ValueError("BufferLayer.crop takes a negative count (tokens to remove from the end)")
-        self.length = max(0, self.length + tokens_to_remove)
-        if self._kbuf is not None:
-            self._view()
-
-    def compact(self, prefix: int, moved: torch.Tensor) -> None:
-        """Keep entries [0, prefix) and then the entries at `moved` (ascending, all >= prefix), dropping the rest."""
-        move_entries(self._kbuf, prefix, moved)
-        move_entries(self._vbuf, prefix, moved)
-        self.length = prefix + len(moved)
-        self._view()
-
-
-def move_entries(buf: torch.Tensor, prefix: int, moved: torch.Tensor) -> None:
-    """Copy a [1, heads, seq, dim] buffer's entries at `moved` (ascending, all >= prefix) to [prefix, prefix + m)."""
-    if len(moved):
-        # index_select copies the sources first, so overlapping source/destination ranges are safe
-        buf[:, :, prefix: prefix + len(moved)] = buf.index_select(2, moved.to(buf.device))
-
-
-class SlotLayer(DynamicLayer):
-    """A full-attention layer's KV buffer of the owner's capacity (batch 1, seq dim -2): a forward writes its entries
-    at the owner's `slots` and attends over the whole buffer, whose unwritten, stale or padding slots the mask hides."""
-
-    def __init__(self, owner: CausalLM) -> None:
-        super().__init__()
-        self.owner = owner
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
-               ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write the new entries at the owner's slots (first resizing the buffer to its capacity); return it whole."""
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-            shape = (*key_states.shape[:-2], self.owner.capacity, key_states.shape[-1])
-            self.keys, self.values = key_states.new_zeros(shape), value_states.new_zeros(shape)
-        slots = self.owner.slots.to(key_states.device)  # layers may sit on other devices under device_map
-        self.keys.index_copy_(2, slots, key_states)
-        self.values.index_copy_(2, slots, value_states)
-        return self.keys, self.values
-
-    def get_seq_length(self) -> int:
-        return self.owner.capacity
-
-    def grow(self, capacity: int) -> None:
-        """Move the entries into a buffer of a larger `capacity` (no-op before the first write)."""
-        if self.is_initialized:
-            keys = self.keys.new_zeros((*self.keys.shape[:-2], capacity, self.keys.shape[-1]))
-            values = self.values.new_zeros(keys.shape)
-            keys[:, :, : self.keys.shape[-2]], values[:, :, : self.values.shape[-2]] = self.keys, self.values
-            self.keys, self.values = keys, values
-
 
 PAD_QS = (1, 2, 4, 8, 16, 32)  # a static forward pads its queries to one of these; a longer one runs at its own shape
 MIN_CAPACITY = 256
 RECOMPILE_LIMIT = 64  # every CausalLM, padded q and capacity is one more guard set on the same compiled code
+
+
+def cache_kwarg(model: PreTrainedModel) -> str:
+    """The name under which `model`'s forward takes its cache: `cache` from transformers 5.24, before that
+    `past_key_values` (accepted, deprecated, up to 5.40). Read off the base model, whose forward names its arguments
+    (a head's forward may take **kwargs)."""
+    return "cache" if "cache" in inspect.signature(model.base_model.forward).parameters else "past_key_values"
+
+
+def full_attention_only(config: PretrainedConfig) -> bool:
+    """Whether every layer of a decoder `config` attends to the whole context (no sliding window or other kind)."""
+    kinds = getattr(config, "layer_types", None)
+    if kinds is not None:
+        return all(kind == "full_attention" for kind in kinds)
+    return getattr(config, "sliding_window", None) is None or getattr(config, "use_sliding_window", True) is False
 
 
 class CausalLM:
@@ -135,7 +56,8 @@ class CausalLM:
         self.model = model.eval()
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
-        self.cache: DynamicCache | None = None
+        self.cache: KVCache | None = None
+        self._cache_kwarg = cache_kwarg(model)
         self.features: torch.Tensor | None = None  # the last forward's hidden states, when a forward asked for them
         self.num_params = sum(p.numel() for p in model.parameters())
         self._zero = torch.zeros((), dtype=self.dtype, device=self.device)
@@ -151,19 +73,21 @@ class CausalLM:
 
     def reset(self) -> None:
         """Forget the cache (start of a new sequence)."""
+        text = self.model.config.get_text_config(decoder=True)
         if self.static != "off":
             # one cache object for the model's life: a compiled forward guards on it, so a new one would recompile
             if self.cache is None:
-                self.cache = DynamicCache(config=self.model.config)
-                if any(type(layer) is not DynamicLayer for layer in self.cache.layers):
+                if not full_attention_only(text):
                     raise ValueError("static forwards support full-attention layers only (this model has others): "
                                      "set model_pair.static_forward to null")
-                self.cache.layers = [SlotLayer(self) for _ in self.cache.layers]
+                self.cache = KVCache(text.num_hidden_layers, lambda: SlotLayer(self))
             self.length = 0
             return
-        self.cache = DynamicCache(config=self.model.config)
-        # Plain full-attention layers get the in-place buffer; other layer kinds (sliding windows) stay as they are.
-        self.cache.layers = [BufferLayer() if type(layer) is DynamicLayer else layer for layer in self.cache.layers]
+        self.cache = KVCache(text.num_hidden_layers, BufferLayer)
+
+    def _cached(self) -> dict[str, KVCache]:
+        """The cache keyword argument of a forward."""
+        return {self._cache_kwarg: self.cache}
 
     @property
     def cached_len(self) -> int:
@@ -200,16 +124,16 @@ class CausalLM:
         pos = positions.to(self.device, non_blocking=True)[None]
         if features:
             return self._feature_forward(ids, pos, mask, last, tuple(features))
-        out = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, cache=self.cache, use_cache=True,
-                         logits_to_keep=last)
+        out = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=True,
+                         logits_to_keep=last, **self._cached())
         return out.logits[0]
 
     def _feature_forward(self, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor | None, last: int,
                          features: tuple) -> torch.Tensor:
         """The eager forward through the base model, keeping the requested hidden states in `self.features`."""
         layers = [f for f in features if f != "last"]
-        out = self.model.base_model(input_ids=ids, position_ids=pos, attention_mask=mask, cache=self.cache,
-                                    use_cache=True, output_hidden_states=bool(layers))
+        out = self.model.base_model(input_ids=ids, position_ids=pos, attention_mask=mask,
+                                    use_cache=True, output_hidden_states=bool(layers), **self._cached())
         hidden = out.last_hidden_state[0]
         self.features = torch.cat([hidden if f == "last" else out.hidden_states[f][0].to(hidden.device)
                                    for f in features], -1)
@@ -217,8 +141,8 @@ class CausalLM:
         return self.model.get_output_embeddings()(rows)
 
     def _run(self, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, last: int = 0) -> torch.Tensor:
-        return self.model(input_ids=ids, position_ids=pos, attention_mask=mask, cache=self.cache, use_cache=True,
-                          logits_to_keep=last).logits
+        return self.model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=True,
+                          logits_to_keep=last, **self._cached()).logits
 
     def _static_forward(self, tokens: torch.Tensor, positions: torch.Tensor, attend: torch.Tensor | None,
                         last: int) -> torch.Tensor:
@@ -258,17 +182,6 @@ class CausalLM:
     @torch.inference_mode()
     def compact(self, prefix: int, moved: torch.Tensor) -> None:
         """Keep cache entries [0, prefix) followed by the entries at `moved` (ascending, >= prefix): O(len(moved))."""
-        moved = moved.to(self.device)  # one host-to-device copy; a no-op for layers on the model's first device
+        self.cache.compact(prefix, moved.to(self.device))  # one host-to-device copy
         if self.static != "off":
-            for layer in self.cache.layers:
-                move_entries(layer.keys, prefix, moved)
-                move_entries(layer.values, prefix, moved)
             self.length = prefix + len(moved)
-            return
-        for layer in self.cache.layers:  # layers may sit on different GPUs under device_map="auto"
-            if isinstance(layer, BufferLayer):
-                layer.compact(prefix, moved)
-            else:
-                index = torch.cat([torch.arange(prefix, device=moved.device), moved]).to(layer.keys.device)
-                layer.keys = layer.keys.index_select(2, index)
-                layer.values = layer.values.index_select(2, index)
