@@ -33,9 +33,9 @@ RECOMPILE_LIMIT = 64  # every CausalLM, padded q and capacity is one more guard 
 
 
 def cache_kwarg(model: PreTrainedModel) -> str:
-    """The name under which `model`'s forward takes its cache: `cache` from transformers 5.24, before that
-    `past_key_values` (accepted, deprecated, up to 5.40). Read off the base model, whose forward names its arguments
-    (a head's forward may take **kwargs)."""
+    """The name under which `model`'s forward takes its cache: `cache` in newer transformers (5.24 has it),
+    `past_key_values` in older ones (5.0). Read off the base model, whose forward names its arguments (a head's
+    forward may take **kwargs)."""
     return "cache" if "cache" in inspect.signature(model.base_model.forward).parameters else "past_key_values"
 
 
