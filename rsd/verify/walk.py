@@ -24,7 +24,7 @@ class Walk:
     residual or bonus token, and stops after an accepted EOS."""
 
     name = "walk"
-    _memo: tuple | None = None  # (tree, q, rule, root acceptance) from the latest expected_yield
+    _root: tuple | None = None  # (tree, q, rule, the root candidates' acceptance probabilities), the latest computed
 
     def verify(self, tree: DraftTree, q: torch.Tensor, coins: Coins, eos: frozenset[int], rule: str | NodeRule
                ) -> tuple[list[int], list[int]]:
@@ -67,28 +67,37 @@ class Walk:
             cands = tree.candidates.get(v, [])
             if not cands:
                 return 1.0  # the bonus token
-            tokens = torch.tensor([tree.tokens[c] for c in cands], device=q.device)
-            law = law_at(q[v], tree.draft_probs[v].to(q.device), tokens)
             total, reach = 0.0, 1.0
-            for c, a in zip(cands, law.accept_probs().tolist()):
+            accepts = self._root_accepts(tree, q, rule) if v == 0 else accept_probs(tree, q, v, law_at)
+            for c, a in zip(cands, accepts):
                 if a > 0 and reach > 0:
                     total += reach * a * (1.0 if tree.tokens[c] in eos else 1.0 + from_node(c))
                 reach *= 1.0 - a
-            if v == 0:
-                self._memo = (tree, q, rule, 1.0 - reach)
             return total + reach  # the residual token when every candidate is rejected
 
         return from_node(0)
 
     def root_acceptance(self, tree: DraftTree, q: torch.Tensor, rule: str | NodeRule) -> float:
-        """Exact P(some root candidate is accepted) = 1 - prod_j (1 - a_j) over the root rule's NodeLaw; taken from
-        expected_yield's pass when it last ran on this same tree, q and rule."""
-        if self._memo is not None and self._memo[0] is tree and self._memo[1] is q and self._memo[2] == rule:
-            return self._memo[3]
-        cands = tree.candidates.get(0, [])
-        if not cands:
-            return 0.0
-        tokens = torch.tensor([tree.tokens[c] for c in cands], device=q.device)
-        law = get_rule(rule)(q[0], tree.draft_probs[0].to(q.device), tokens)
-        return 1.0 - float((1 - law.accept_probs().double()).prod())
+        """Exact P(some root candidate is accepted) = 1 - prod_j (1 - a_j) over the root rule's NodeLaw; the same
+        value whether expected_yield ran on this tree before or not (they share one computation of the a_j)."""
+        reach = 1.0
+        for a in self._root_accepts(tree, q, rule):
+            reach *= 1.0 - a
+        return 1.0 - reach
 
+    def _root_accepts(self, tree: DraftTree, q: torch.Tensor, rule: str | NodeRule) -> list[float]:
+        """The root candidates' a_j, computed once per (tree, q, rule) for expected_yield and root_acceptance, in
+        whichever order they are called."""
+        memo = self._root
+        if memo is None or memo[0] is not tree or memo[1] is not q or memo[2] != rule:
+            memo = self._root = (tree, q, rule, accept_probs(tree, q, 0, get_rule(rule)))
+        return memo[3]
+
+
+def accept_probs(tree: DraftTree, q: torch.Tensor, v: int, law_at: NodeRule) -> list[float]:
+    """The acceptance probabilities a_j of node v's candidates under the node rule's NodeLaw ([] without any)."""
+    cands = tree.candidates.get(v, [])
+    if not cands:
+        return []
+    tokens = torch.tensor([tree.tokens[c] for c in cands], device=q.device)
+    return law_at(q[v], tree.draft_probs[v].to(q.device), tokens).accept_probs().tolist()
