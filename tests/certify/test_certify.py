@@ -67,7 +67,7 @@ def test_exact_engine_oracle_passes_every_builtin(name):
 
 
 def test_exact_engine_says_when_a_shape_is_too_wide(monkeypatch):
-    monkeypatch.setattr("rsd.certify.ENGINE_MAX_RUNS", 50)
+    monkeypatch.setattr("rsd.certify.exact.ENGINE_MAX_RUNS", 50)
     [(_, drafter)] = compose_drafters(["drafter=spectr"])
     check = engine_exact_check(drafter)
     assert check.passed is None and "narrower shape" in check.summary
@@ -149,7 +149,7 @@ def test_cli_exit_codes(capsys, monkeypatch, first_engine_case, lossy, code):
     """The command line, with the exact engine oracle real and the others stubbed (each is tested on its own): 0 on a
     pass, 1 when an oracle fails, 2 on bad input. The whole real certificate is the slow test below."""
     for check in ("exact_check", "table_monte_carlo_check", "draw_helpers_check", "monte_carlo_check", "greedy_check"):
-        monkeypatch.setattr(f"rsd.certify.{check}", passing(check))
+        monkeypatch.setattr(f"rsd.certify.suite.{check}", passing(check))
     assert main(["drafter=rsd_c", "drafter.root_branching=2", *([lossy] if lossy else []), "--no-usefulness"]) == code
     out = capsys.readouterr().out
     assert f"RESULT: {'PASS' if code == 0 else 'FAIL'}" in out and ("FAIL  exact engine" in out) == (code == 1)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-import rsd.certify
+import rsd.certify.monte_carlo
 import rsd.coins
 from rsd.certify import RootLawSD, certify, draw_helpers_check, engine_exact_check, table_monte_carlo_check
 from rsd.drafters import RSDC, RSDS, SD, SpecInfer, SpecTr
@@ -147,7 +147,7 @@ def test_table_monte_carlo_catches_a_gumbel_key_without_logp(monkeypatch):
     exact law takes a minute or two to enumerate) is not the verdict: here it is computed against the target law
     itself; the slow full certificates compute it for real."""
     torch.set_num_threads(1)
-    monkeypatch.setattr(rsd.certify, "planted_sd_law", lambda vocab, seed, params, length: target_law(
+    monkeypatch.setattr(rsd.certify.monte_carlo, "planted_sd_law", lambda vocab, seed, params, length: target_law(
         ContextTables(vocab, seed, "close"), params, [0], length, frozenset()))
     monkeypatch.setattr(rsd.coins, "gumbel_topk", _gumbel_topk_without_logp)
     drafter = RSDC([2, 1])

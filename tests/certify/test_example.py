@@ -11,8 +11,7 @@ import sys
 import pytest
 
 from helpers import ROOT
-from rsd import certify as certify_mod
-from rsd.certify import usefulness_check
+from rsd.certify import compose_drafters, usefulness, usefulness_check
 from rsd.models.embedded import ModelUnavailableError
 
 DOC = ROOT / "docs" / "adding_a_drafter.md"
@@ -49,7 +48,7 @@ def test_documented_command_composes_to_the_example(monkeypatch):
     monkeypatch.chdir(ROOT)
     monkeypatch.syspath_prepend(str(ROOT / env["PYTHONPATH"]))
     try:
-        [(name, drafter)] = certify_mod.compose_drafters(cmd[3:])
+        [(name, drafter)] = compose_drafters(cmd[3:])
         from topk_tree import TopKTree
     finally:
         sys.modules.pop("topk_tree", None)
@@ -99,14 +98,14 @@ def test_usefulness_falls_back_to_the_tiny_pair(example_on_path, monkeypatch):
     """Without the embedded pair the report still runs, on the tiny pair, and says so."""
     from topk_tree import TopKTree
 
-    real = certify_mod._load_named_pair
+    real = usefulness._load_named_pair
 
     def no_embedded(name):
         if name == "smollm2":
             raise ModelUnavailableError("could not load the model 'embedded:smollm2-135m-instruct'\nmore")
         return real(name)
 
-    monkeypatch.setattr(certify_mod, "_load_named_pair", no_embedded)
+    monkeypatch.setattr(usefulness, "_load_named_pair", no_embedded)
     report = usefulness_check("topk_tree", TopKTree([2, 1]), prompts=1, max_new_tokens=6)
     assert report.setting.startswith("tiny_llama pair") and "smollm2 is unavailable" in report.setting
     assert set(report.rows) == {"ar", "sd (L=2)", "topk_tree"}
