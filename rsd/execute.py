@@ -23,9 +23,10 @@ from rsd.config import RunConfig
 from rsd.data import Example
 from rsd.engine import Engine
 from rsd.logger import make_logger
-from rsd.metrics import corpus_score, summarize_records, task_score
+from rsd.metrics import corpus_score, task_score
 from rsd.models.hardware import cpu_flags
 from rsd.models.pairs import ModelPair
+from rsd.records import Record, Summary
 from rsd.runs import RunPlan
 from rsd.sampling import prompt_generator
 from rsd.store import (
@@ -87,29 +88,25 @@ def _cuda_environment() -> dict:
 
 
 def decode_prompt(engine: Engine, pair: ModelPair, ex: Example, ids: list[int], rc: RunConfig,
-                  draft_length: int) -> dict:
-    """Generate one prompt's continuation and return its record."""
+                  draft_length: int, tokens_before_truncation: int | None = None) -> Record:
+    """Generate one prompt's continuation and return its record (`tokens_before_truncation`: the prompt's length
+    before dataset.max_prompt_tokens cut it, None if it was not cut)."""
     gen = prompt_generator(rc.seed, ex.id, pair.target.device)
     cuda = pair.target.device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     out = engine.generate(ids, rc.sampling.max_new_tokens, gen)
-    task = rc.dataset.task
     text = pair.decode(out.new_token_ids)
-    return {
-        "prompt_id": ex.id, "prompt_tokens": len(ids), "new_token_ids": out.new_token_ids, "text": text,
-        "new_tokens": len(out.new_token_ids), "target_calls": out.target_calls, "draft_calls": out.draft_calls,
-        "tokens_verified": out.tokens_verified, "accepted_lengths": out.accepted_lengths,
-        "block_efficiency": len(out.new_token_ids) / out.target_calls, "wall_s": out.wall_s,
-        "time_draft_s": out.time_draft_s, "time_target_s": out.time_target_s, "time_other_s": out.time_other_s,
-        "draft_length": draft_length, "score": task_score(task, text, ex.reference),
-        # decode phase = after the first step; its rate counts the tokens emitted after the first step's
-        "ttft_s": out.ttft_s, "decode_s": out.decode_s, "decode_tokens": out.decode_tokens,
-        "decode_token_rate": out.decode_tokens / out.decode_s if out.decode_s > 0 else None,
-        **({"peak_gpu_memory_gb": torch.cuda.max_memory_allocated() / 2**30} if cuda else {}),
-        "expected_emitted": out.expected_emitted,
-        "root_optimum": out.root_optimum, "root_acceptance": out.root_acceptance,
-    }
+    return Record.build(
+        prompt_id=ex.id, prompt_tokens=len(ids), new_token_ids=out.new_token_ids, text=text,
+        target_calls=out.target_calls, draft_calls=out.draft_calls, tokens_verified=out.tokens_verified,
+        accepted_lengths=out.accepted_lengths, wall_s=out.wall_s, time_draft_s=out.time_draft_s,
+        time_target_s=out.time_target_s, time_other_s=out.time_other_s, draft_length=draft_length,
+        score=task_score(rc.dataset.task, text, ex.reference), ttft_s=out.ttft_s, decode_s=out.decode_s,
+        decode_tokens=out.decode_tokens,
+        peak_gpu_memory_gb=torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
+        expected_emitted=out.expected_emitted, root_optimum=out.root_optimum, root_acceptance=out.root_acceptance,
+        prompt_tokens_before_truncation=tokens_before_truncation)
 
 
 def execute(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, list[int]]], rc: RunConfig,
@@ -161,9 +158,7 @@ def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, 
     if todo:
         engine.warm_up(todo[0][1])  # untimed, its own generator: no prompt's randomness or record is touched
     for ex, ids in bar:
-        record = decode_prompt(engine, pair, ex, ids, rc, drafter.draft_length)
-        if ex.id in truncated:
-            record["prompt_tokens_before_truncation"] = truncated[ex.id]
+        record = decode_prompt(engine, pair, ex, ids, rc, drafter.draft_length, truncated.get(ex.id)).to_json()
         append_record(records_path, record)
         records.append(record)
         logger.log_prompt(len(records) - 1, record)
@@ -178,22 +173,17 @@ def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, 
     ordered = [by_id[pid] for pid in prompt_ids]
     if [r["prompt_id"] for r in records] != prompt_ids:  # a repaired file resumed out of order: store in plan order
         write_records_atomic(records_path, ordered)
-    summary = {
-        "complete": True, "method": plan.method, "shape": plan.shape, "shape_tag": shape_tag(plan.shape),
-        "draft_length": drafter.draft_length, "tree_size": drafter.max_tree_size,
-        "budget": rc.budget.kind if drafter.draft_length else None,
-        "budget_value": rc.budget.tag if drafter.draft_length else "-",
-        "model_pair": rc.model_pair.name, "dataset": rc.dataset.name, "task": task,
-        "sampling": dict(rc.resolved["sampling"]), "seed": rc.seed,
-        "target_params": pair.target_params, "draft_params": pair.draft_params,
-        **summarize_records(ordered, pair.draft_params, pair.target_params),
-        "accuracy": corpus_score(task, [r["text"] for r in ordered], [ex.reference for ex, _ in prompts]),
-        "run_dir": str(plan.run_dir), "config": plan.identity,
-        "prompt_ids": prompt_ids, "records_sha256": file_sha256(records_path), **extra,
+    summary = Summary.build(
+        method=plan.method, shape=plan.shape, shape_tag=shape_tag(plan.shape), draft_length=drafter.draft_length,
+        tree_size=drafter.max_tree_size, budget=rc.budget.kind if drafter.draft_length else None,
+        budget_value=rc.budget.tag if drafter.draft_length else "-", model_pair=rc.model_pair.name,
+        dataset=rc.dataset.name, task=task, sampling=rc.resolved["sampling"], seed=rc.seed,
+        target_params=pair.target_params, draft_params=pair.draft_params, records=ordered,
+        accuracy=corpus_score(task, [r["text"] for r in ordered], [ex.reference for ex, _ in prompts]),
+        run_dir=str(plan.run_dir), config=plan.identity, records_sha256=file_sha256(records_path), extra=extra,
         # what this process spent on the run (warm-up, decoding, expected yields, scoring), for compute accounting;
         # a resumed run counts only its last part
-        "elapsed_s": time.perf_counter() - started,
-    }
+        elapsed_s=time.perf_counter() - started).to_json()
     write_json_atomic(plan.run_dir / "summary.json", summary)
     logger.log_summary(summary)
     logger.close()

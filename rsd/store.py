@@ -4,11 +4,12 @@ A run directory holds `run.json`, `records.jsonl` (one line per prompt) and `sum
 when `summary.json` parses and agrees with `records.jsonl`: the summary stores the prompt ids of the run and the
 SHA-256 of the records file, so a records file edited, truncated or appended to after the summary was written is
 noticed, and every metric it stores must equal its recomputation from the records (a summary edited by hand is not
-a finished run). A record line is corrupt unless it matches the record schema and the engine's invariants
-(`record_problem`). Corrupt lines are reported (file and line) and dropped; every valid record is kept and only the
-missing prompts are decoded again. One process at a time owns a run directory through an advisory `fcntl.flock` on a
-lock file next to it; the kernel releases it when the holder dies, so a SIGKILLed owner never blocks a rerun. A write
-that fails for lack of space, quota or file size is a one-line StorageFullError: nothing finished is lost by it.
+a finished run). A record line is corrupt unless it is a record of its schema version, the engine's invariants
+included (rsd.records.Record.from_json; a summary: Summary.from_json). Corrupt lines are reported (file and line)
+and dropped; every valid record is kept and only the missing prompts are decoded again. One process at a time owns
+a run directory through an advisory `fcntl.flock` on a lock file next to it; the kernel releases it when the holder
+dies, so a SIGKILLed owner never blocks a rerun. A write that fails for lack of space, quota or file size is a
+one-line StorageFullError: nothing finished is lost by it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 
 from rsd.errors import ConfigError, RsdError
 from rsd.metrics import summarize_records
+from rsd.records import Record, RecordError, Summary, SummaryError
 
 _COMPONENT_MAX = 80
 
@@ -254,96 +256,31 @@ def file_sha256(path: Path) -> str | None:
         return None
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _ints(value: Any) -> bool:
-    return isinstance(value, list) and all(_is_int(v) and v >= 0 for v in value)
-
-
-def _numbers(value: Any) -> bool:
-    return isinstance(value, list) and all(_is_number(v) for v in value)
-
-
-# Record schema: key -> (check, what it must be). Every record carries these; later metrics may add keys.
-RECORD_SCHEMA = {
-    "prompt_id": (lambda v: isinstance(v, str), "a string"),
-    "prompt_tokens": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
-    "new_token_ids": (_ints, "a list of token ids"),
-    "new_tokens": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
-    "target_calls": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
-    "draft_calls": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
-    "accepted_lengths": (_ints, "a list of integers >= 0"),
-    "tokens_verified": (_ints, "a list of integers >= 0"),
-    **{key: (lambda v: _is_number(v) and v >= 0, "a number >= 0")
-       for key in ("wall_s", "time_draft_s", "time_target_s", "time_other_s")},
-}
-# Optional keys (records of older versions lack them): checked when present.
-OPTIONAL_RECORD_SCHEMA = {
-    "expected_emitted": (_numbers, "a list of numbers"),
-    "decode_tokens": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
-    "decode_s": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
-    "decode_token_rate": (lambda v: v is None or _is_number(v), "a number or null"),
-    "draft_length": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
-    "score": (lambda v: v is None or _is_number(v), "a number or null"),
-}
-REQUIRED_RECORD_KEYS = tuple(RECORD_SCHEMA)
-
-
-def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
-
-
 def record_problem(rec: Any) -> str | None:
-    """Why `rec` is not a valid record (schema, then the engine's invariants), or None if it is valid.
-
-    Each step emits its accepted path plus one token, except that the last step may stop early (EOS or
-    max_new_tokens) after at least one token; the decode phase is everything after the first step.
-    """
-    if not isinstance(rec, dict):
-        return "not a JSON object"
-    missing = [k for k in RECORD_SCHEMA if k not in rec]
-    if missing:
-        return f"not a record (missing {', '.join(missing)})"
-    for schema in (RECORD_SCHEMA, OPTIONAL_RECORD_SCHEMA):
-        for key, (ok, what) in schema.items():
-            if key in rec and not ok(rec[key]):
-                return f"{key} must be {what}, got {rec[key]!r:.60}"
-    calls, steps, tokens = rec["target_calls"], rec["accepted_lengths"], rec["new_tokens"]
-    if tokens != len(rec["new_token_ids"]):
-        return f"new_tokens={tokens} but new_token_ids holds {len(rec['new_token_ids'])} tokens"
-    for key in ("accepted_lengths", "tokens_verified", "expected_emitted"):
-        if key in rec and len(rec[key]) != calls:
-            return f"{key} has {len(rec[key])} entries for target_calls={calls} (one per target call)"
-    if any(a > v for a, v in zip(steps, rec["tokens_verified"])):
-        return "an accepted length exceeds the tokens verified in its step"
-    full = sum(steps) + calls  # every step emitting its accepted path plus one
-    if not full - steps[-1] <= tokens <= full:
-        return (f"new_tokens={tokens} disagrees with the steps (accepted lengths {sum(steps)} over {calls} target "
-                f"calls emit between {full - steps[-1]} and {full} tokens)")
-    if "decode_tokens" in rec:
-        if "decode_s" not in rec:
-            return "decode_tokens without decode_s"
-        decode = tokens - (steps[0] + 1) if calls > 1 else 0
-        if rec["decode_tokens"] != decode:
-            return f"decode_tokens={rec['decode_tokens']} but the steps after the first emit {decode} tokens"
-        rate = rec.get("decode_token_rate")
-        if rate is not None and not (rec.get("decode_s", 0) > 0 and _close(rate, decode / rec["decode_s"])):
-            return f"decode_token_rate={rate} is not decode_tokens / decode_s"
+    """Why `rec` is not a valid record (rsd.records.Record.from_json: its version's keys, their kinds, then the
+    engine's invariants), or None if it is valid."""
+    try:
+        Record.from_json(rec)
+    except RecordError as err:
+        return err.problem
     return None
 
 
 def scan_records(path: Path, prompt_ids: Sequence[str] | None = None) -> tuple[list[dict], list[str]]:
     """The valid records of a records file, in file order, and one message per problem (`FILE:LINE: what`).
 
-    A line is valid if it is a complete, newline-terminated JSON object that passes `record_problem`, its prompt is
-    not already recorded above it (the first record of a prompt is kept) and (when `prompt_ids` is given) it
-    belongs to the run. Invalid lines are dropped, never the valid lines after them. The file is not modified (see
+    A line is valid if it is a complete, newline-terminated JSON object that `Record.from_json` accepts, its prompt
+    is not already recorded above it (the first record of a prompt is kept) and (when `prompt_ids` is given) it
+    belongs to the run. Invalid lines are dropped, never the valid lines after them; the valid ones are returned as
+    the JSON objects read, so rewriting them keeps their bytes. The file is not modified (see
     `write_records_atomic`). This is the one reader of records files: the runner and `analysis` both use it.
     """
     if not path.exists():
@@ -365,9 +302,10 @@ def scan_records(path: Path, prompt_ids: Sequence[str] | None = None) -> tuple[l
         except (json.JSONDecodeError, UnicodeDecodeError):
             problems.append(f"{where}: not valid JSON (truncated or garbage); its prompt will be decoded again")
             continue
-        problem = record_problem(rec)
-        if problem:
-            problems.append(f"{where}: corrupt record ({problem})")
+        try:
+            Record.from_json(rec, where)
+        except RecordError as err:
+            problems.append(str(err))
             continue
         pid = rec["prompt_id"]
         if wanted is not None and pid not in wanted:
@@ -379,34 +317,6 @@ def scan_records(path: Path, prompt_ids: Sequence[str] | None = None) -> tuple[l
             first_line[pid] = n
             records.append(rec)
     return records, problems
-
-
-def read_records(path: Path) -> list[dict]:
-    """The valid records of a records file (problems are warned about; the file is not changed)."""
-    records, problems = scan_records(path)
-    for p in problems:
-        warn(p)
-    return records
-
-
-# Summary keys a reader relies on, with their types (a summary of an older version may lack the optional ones).
-SUMMARY_SCHEMA = {
-    "method": (lambda v: isinstance(v, str), "a string"),
-    "shape_tag": (lambda v: isinstance(v, str), "a string"),
-    "model_pair": (lambda v: isinstance(v, str), "a string"),
-    "dataset": (lambda v: isinstance(v, str), "a string"),
-    "sampling": (lambda v: isinstance(v, dict), "an object"),
-    "seed": (_is_int, "an integer"),
-    "target_params": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
-    "draft_params": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
-    "prompt_ids": (lambda v: isinstance(v, list) and all(isinstance(p, str) for p in v), "a list of prompt ids"),
-    "accuracy": (lambda v: v is None or _is_number(v), "a number or null"),
-}
-
-
-# Metrics that summaries written by earlier versions lack (every other metric of summarize_records is required).
-LATER_SUMMARY_METRICS = ("expected_block_efficiency", "decode_token_rate", "root_optimum", "root_acceptance",
-                         "fraction_of_optimum")
 
 
 def _same_value(stored: Any, recomputed: Any) -> bool:
@@ -426,9 +336,9 @@ def _same_value(stored: Any, recomputed: Any) -> bool:
 def summary_problem(run_dir: Path, prompt_ids: Sequence[str] | None = None) -> tuple[dict | None, str | None]:
     """(summary, None) if `run_dir` holds a complete run, else (None, why) naming the file (None, None: no summary).
 
-    Complete: summary.json parses, is marked complete, has the fields of SUMMARY_SCHEMA, names `prompt_ids` (when
-    given), its records checksum matches records.jsonl, every line of that file is a valid record of those prompts
-    in order, and every metric the summary stores equals its recomputation from the records.
+    Complete: summary.json parses and is a summary of its version (rsd.records.Summary.from_json), names
+    `prompt_ids` (when given), its records checksum matches records.jsonl, every line of that file is a valid record
+    of those prompts in order, and every metric the summary stores equals its recomputation from the records.
     """
     path, records_path = run_dir / "summary.json", run_dir / "records.jsonl"
     if not path.exists():
@@ -442,26 +352,23 @@ def summary_problem(run_dir: Path, prompt_ids: Sequence[str] | None = None) -> t
         return None, f"{path}:{err.lineno}: not valid JSON ({err.msg})"
     except UnicodeDecodeError:
         return None, f"{path}:1: not UTF-8 text"
-    if not isinstance(summary, dict) or summary.get("complete") is not True:
-        return None, f"{path}:1: not a complete run summary"
-    for key, (ok, what) in SUMMARY_SCHEMA.items():
-        if key not in summary or not ok(summary[key]):
-            return None, f"{path}:1: {key} must be {what}, got {summary.get(key, '(missing)')!r:.60}"
-    if prompt_ids is not None and summary["prompt_ids"] != list(prompt_ids):
+    try:
+        typed = Summary.from_json(summary, f"{path}:1")
+    except SummaryError as err:
+        return None, str(err)
+    if prompt_ids is not None and typed.prompt_ids != list(prompt_ids):
         return None, f"{path}:1: its prompt ids differ from the run's prompts"
-    records, problems = scan_records(records_path, summary["prompt_ids"])
+    records, problems = scan_records(records_path, typed.prompt_ids)
     if problems:
         return None, problems[0]
-    if summary.get("records_sha256") != file_sha256(records_path):
+    if typed.records_sha256 != file_sha256(records_path):
         return None, f"{path}:1: its records checksum disagrees with {records_path}"
-    if [r["prompt_id"] for r in records] != summary["prompt_ids"]:
+    if [r["prompt_id"] for r in records] != typed.prompt_ids:
         return None, f"{records_path}: its records are not one per prompt of {path}, in order"
-    recomputed = summarize_records(records, summary["draft_params"], summary["target_params"])
+    recomputed = summarize_records(records, typed.draft_params, typed.target_params)
     for key, value in recomputed.items():
-        if key not in summary and key not in LATER_SUMMARY_METRICS:
-            return None, f"{path}:1: {key} is missing"
-        if key in summary and not _same_value(summary[key], value):
-            return None, f"{path}:1: {key}={summary[key]!r:.40} disagrees with its records ({value!r:.40})"
+        if key in typed.metrics and not _same_value(typed.metrics[key], value):
+            return None, f"{path}:1: {key}={typed.metrics[key]!r:.40} disagrees with its records ({value!r:.40})"
     return summary, None
 
 
@@ -493,6 +400,6 @@ def complete_summary(run_dir: Path, prompt_ids: Sequence[str], quiet: bool = Fal
 
 __all__ = ["FULL_ERRNOS", "RunFilesError", "RunLock", "StorageFullError", "append_record", "check_run_files",
            "complete_summary", "examples_digest",
-           "file_sha256", "identity_digest", "join_inside", "model_fingerprint", "read_records", "record_problem",
+           "file_sha256", "identity_digest", "join_inside", "model_fingerprint", "record_problem",
            "safe_component", "scan_records", "storage_full_is_one_line", "summary_problem", "write_json_atomic",
            "write_records_atomic"]

@@ -11,9 +11,9 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from rsd.engine import tree_inputs
-from rsd.metrics import summarize_records
 from rsd.models.adapter import CausalLM
 from rsd.paths import CONF_DIR
+from rsd.records import Record, Summary
 from rsd.store import file_sha256
 from rsd.tree import DraftTree
 from rsd.verify import get_verifier
@@ -42,14 +42,13 @@ TAG = {"fixed_length": "L", "fixed_compute": "B"}
 
 
 def record(pid: str, accepted: list[int], wall: float, score: float, drafts_per_step: int, depth: int) -> dict:
-    """A prompt record whose step k emits accepted[k] + 1 tokens; time split 1/4 draft, 1/2 target, 1/4 other."""
+    """A prompt record whose step k emits accepted[k] + 1 tokens; time split 1/4 draft, 1/2 target, 1/4 other. In
+    the version-1 layout (no decode phase, expected yields or root optimum: a test adds those it needs)."""
     calls = len(accepted)
-    return {"prompt_id": pid, "prompt_tokens": 5, "new_token_ids": [7] * (sum(accepted) + calls), "text": "",
-            "new_tokens": sum(accepted) + calls,
-            "target_calls": calls, "draft_calls": drafts_per_step * calls, "tokens_verified": [depth * 2] * calls,
-            "accepted_lengths": accepted, "block_efficiency": (sum(accepted) + calls) / calls, "wall_s": wall,
-            "time_draft_s": wall / 4, "time_target_s": wall / 2, "time_other_s": wall / 4, "draft_length": depth,
-            "score": score}
+    return Record.build(prompt_id=pid, prompt_tokens=5, new_token_ids=[7] * (sum(accepted) + calls), text="",
+                        target_calls=calls, draft_calls=drafts_per_step * calls, tokens_verified=[depth * 2] * calls,
+                        accepted_lengths=accepted, wall_s=wall, time_draft_s=wall / 4, time_target_s=wall / 2,
+                        time_other_s=wall / 4, draft_length=depth, score=score, schema_version=1).to_json()
 
 
 def write_run(root: Path, name: str, method: str, shape: dict, tag: str, budget: str | None, x: int | None,
@@ -67,16 +66,14 @@ def write_run(root: Path, name: str, method: str, shape: dict, tag: str, budget:
     (run_dir / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     if complete:
         draft_params = draft_params if budget else 0
-        summary = {"complete": True, "method": method, "shape": shape, "shape_tag": tag,
-                   "draft_length": records[0]["draft_length"], "tree_size": 2 * records[0]["draft_length"],
-                   "budget": budget, "budget_value": "-" if budget is None else TAG[budget] + str(x),
-                   "model_pair": pair["name"] if pair else "pairA", "dataset": "dolly_builtin", "task": "instruction",
-                   "sampling": sampling,
-                   "seed": 0, "target_params": TARGET, "draft_params": draft_params,
-                   **summarize_records(records, draft_params, TARGET), "accuracy": accuracy,
-                   "run_dir": str(run_dir), "config": config, "prompt_ids": [r["prompt_id"] for r in records],
-                   "records_sha256": file_sha256(run_dir / "records.jsonl"), **(extra or {})}
-        (run_dir / "summary.json").write_text(json.dumps(summary))
+        summary = Summary.build(
+            method=method, shape=shape, shape_tag=tag, draft_length=records[0]["draft_length"],
+            tree_size=2 * records[0]["draft_length"], budget=budget,
+            budget_value="-" if budget is None else TAG[budget] + str(x), model_pair=pair["name"] if pair else "pairA",
+            dataset="dolly_builtin", task="instruction", sampling=sampling, seed=0, target_params=TARGET,
+            draft_params=draft_params, records=records, accuracy=accuracy, run_dir=str(run_dir), config=config,
+            records_sha256=file_sha256(run_dir / "records.jsonl"), extra=extra)
+        (run_dir / "summary.json").write_text(json.dumps(summary.to_json()))
     return run_dir
 
 
