@@ -107,6 +107,15 @@ def fresh_hydra() -> Iterator[None]:
             GlobalHydra.instance().initialize(saved)
 
 
+def config_groups(parsed: list[Any]) -> set[str]:
+    """The config groups of conf/ and of the `file://` directories a `hydra.searchpath=[...]` override adds."""
+    roots = [CONF_DIR]
+    for o in parsed:
+        if o.key_or_group == "hydra.searchpath" and isinstance(o.value(), list):
+            roots += [Path(str(p)[len("file://"):]) for p in o.value() if str(p).startswith("file://")]
+    return {d.name for root in roots if root.is_dir() for d in root.iterdir() if d.is_dir()}
+
+
 def compose_jobs(overrides: list[str]) -> tuple[list[list[str]], list[dict], dict]:
     """(jobs, each job's resolved config, the hydra section) for `run.py -m OVERRIDES`.
 
@@ -118,8 +127,8 @@ def compose_jobs(overrides: list[str]) -> tuple[list[list[str]], list[dict], dic
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
     parser = OverridesParser.create()
+    groups = config_groups(parser.parse_overrides(overrides))
     composed: dict[tuple[str, ...], Any] = {}
     confs = []
     with fresh_hydra():
@@ -130,7 +139,8 @@ def compose_jobs(overrides: list[str]) -> tuple[list[list[str]], list[dict], dic
             for job in jobs:
                 parsed = parser.parse_overrides(job)
                 fast = all(not o.is_delete() for o in parsed)
-                selection = tuple(o.input_line for o in parsed if not fast or o.key_or_group.split("/")[0] in groups)
+                selection = tuple(o.input_line for o in parsed if not fast or o.key_or_group.split("/")[0] in groups
+                                  or o.key_or_group == "hydra.searchpath")  # where the groups' options are found
                 if selection not in composed:
                     composed[selection] = compose(config_name="config", overrides=list(selection))
                 cfg = composed[selection].copy()

@@ -27,7 +27,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from rsd.errors import ConfigError
+from rsd.errors import ConfigError, RsdError, one_line
 from rsd.plan import RESOURCE_KEYS, SKIPPABLE, build_plan, format_plan
 from rsd.validate import check_out_dir
 
@@ -64,6 +64,20 @@ def check_slurm(launcher: str) -> None:
                           "hydra/launcher override")
 
 
+SEARCH_PATH_PROVIDERS = ("command-line", "hydra.searchpath in command-line", "hydra.searchpath in main")
+
+
+def search_path_override(config: DictConfig) -> list[str]:
+    """`hydra.searchpath=[...]` naming the config directories the sweep added (`hydra.searchpath`, `--config-dir`),
+    for the pre-flight's own compose; [] when it added none."""
+    sources = config.hydra.runtime.get("config_sources") or []
+    paths = [f"{s.schema}://{s.path}" for s in sources if s.provider in SEARCH_PATH_PROVIDERS]
+    if not paths:
+        return []
+    quoted = ["'" + p.replace("\\", "\\\\").replace("'", "\\'") + "'" for p in paths]
+    return [f"hydra.searchpath=[{','.join(quoted)}]"]
+
+
 class PreflightOnSweepStart(Callback):
     """Refuse a sweep before any job launches when something it needs is missing or cannot fit."""
 
@@ -79,7 +93,16 @@ class PreflightOnSweepStart(Callback):
         if skip == set(SKIPPABLE):
             return
         launcher = {key: config.hydra.launcher.get(key) for key in RESOURCE_KEYS}  # the jobs' resources, not ours
-        plan = build_plan(list(config.hydra.overrides.task), launcher, skip)
+        try:
+            plan = build_plan(list(config.hydra.overrides.task) + search_path_override(config), launcher, skip)
+        except RsdError as err:
+            print(f"error: {one_line(err, where=False)}", file=sys.stderr)
+            sys.exit(2)
+        except Exception as err:  # Hydra would only warn and launch the sweep unchecked
+            first = (str(err).strip().splitlines() or [""])[0]
+            print(f"error: the sweep's pre-flight could not run ({type(err).__name__}: {first}); "
+                  "fix that, or set RSD_SKIP_PREFLIGHT=1 to launch without it", file=sys.stderr)
+            sys.exit(2)
         if plan.problems:
             print(format_plan(plan), file=sys.stderr)
             print("[rsd] sweep refused before launching any job (python -m rsd.plan ... prints this plan; "
