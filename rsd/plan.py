@@ -28,7 +28,7 @@ from typing import Any
 
 from rsd.budgets import Budget
 from rsd.errors import RsdError
-from rsd.models.spec import looks_like_local_path
+from rsd.models.source import ModelSource, pair_sources
 from rsd.paths import CONF_DIR
 from rsd.selection import selection_config
 from rsd.sweep import expand_jobs
@@ -158,42 +158,16 @@ def paper_table() -> dict[str, dict]:
     return OmegaConf.to_container(OmegaConf.load(PAPER_MODELS)) if PAPER_MODELS.is_file() else {}
 
 
-def model_config(spec: str, tiny: tuple = ()) -> tuple[Any, str]:
-    """(a transformers config, where it came from) without loading weights; (None, 'unknown') when unknown."""
-    from transformers import AutoConfig
-
-    import rsd.models.trimmed  # noqa: F401  (registers the trimmed-head draft's config class)
-    from rsd.models.embedded import SHIPPED_DRAFTS
-    from rsd.registry import EMBEDDED_MODELS
-
-    if spec.startswith("tiny:"):
-        from rsd.models.tiny import tiny_pair
-
-        target, draft = tiny_pair(spec.split(":", 1)[1], **dict(tiny))
-        return (target.config, draft.config), "built from a config"
-    path = None
-    if spec.startswith("embedded:"):
-        name = spec.split(":", 1)[1]
-        if name in SHIPPED_DRAFTS:
-            path = SHIPPED_DRAFTS[name]
-        elif spec in EMBEDDED_MODELS:
-            from rsd.models.embedded import cache_root
-
-            path = cache_root() / name
-    elif Path(spec).expanduser().exists() or looks_like_local_path(spec):
-        path = Path(spec).expanduser()
-    else:
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(spec, "config.json")
-        path = Path(cached).parent if isinstance(cached, str) else None
-    if path is not None and (path / "config.json").is_file():
-        try:
-            return AutoConfig.from_pretrained(path), "config.json"
-        except (OSError, ValueError, KeyError):
-            pass  # a broken config.json: model_status already reports the model as unavailable, with the reason
-    facts = paper_table().get(spec)
+def model_config(source: ModelSource) -> tuple[Any, str]:
+    """(a transformers config, where it came from) without loading weights: the source's own files, else the paper
+    table; (None, 'unknown') when neither knows it."""
+    config = source.config()
+    if config is not None:
+        return config, source.config_origin
+    facts = paper_table().get(source.spec)
     if facts:
+        from transformers import AutoConfig
+
         facts = dict(facts)
         return AutoConfig.for_model(facts.pop("model_type"), **facts), "paper table"
     return None, "unknown"
@@ -309,14 +283,10 @@ def estimate_pair(mp: Mapping[str, Any], target: ModelInfo, draft: ModelInfo | N
                         needed)
 
 
-def model_info(spec: str, tiny: tuple, role: int) -> ModelInfo:
-    from rsd.models.pairs import model_status
-
-    ok, where = model_status(spec)
-    config, source = model_config(spec, tiny)
-    if isinstance(config, tuple):  # a tiny pair: (target config, draft config)
-        config = config[role]
-    return ModelInfo(spec, ok, where, count_params(config) if config is not None else None, source, config)
+def model_info(source: ModelSource) -> ModelInfo:
+    ok, where = source.status()
+    config, facts_from = model_config(source)
+    return ModelInfo(source.spec, ok, where, count_params(config) if config is not None else None, facts_from, config)
 
 
 def dataset_key(ds: Mapping[str, Any]) -> str:
@@ -386,18 +356,15 @@ def build_plan(overrides: list[str], launcher: Mapping[str, Any] | None = None,
         need["prompt"] = None if bound is None or need["prompt"] is None else max(need["prompt"], bound)
     for need in pairs.values():
         mp, uses_draft = need["conf"]["model_pair"], need["draft"]
-        tiny = tuple(sorted((mp.get("tiny") or {}).items())) if str(mp["target"]).startswith("tiny:") else ()
-        specs = [(str(mp["target"]), 0)] + ([(str(mp["draft"]), 1)] if uses_draft and mp.get("draft") else [])
-        if mp.get("tokenizer"):
-            specs.append((str(mp["tokenizer"]), 0))
-        for spec, role in specs:
-            if spec not in plan.models:
-                plan.models[spec] = model_info(spec, tiny, role)
-        target = plan.models[str(mp["target"])]
-        draft = plan.models.get(str(mp["draft"])) if uses_draft and mp.get("draft") else None
-        if str(mp["target"]).startswith("tiny:") and uses_draft:
-            draft = model_info(str(mp["draft"]), tiny, 1)
-        est = estimate_pair(mp, target, draft, need["prompt"], need["max_new"] + need["tree"], plan.gpus_requested,
+        sources = pair_sources(mp)
+        draft = sources.draft if uses_draft and mp.get("draft") else None
+        tokenizer = [sources.tokenizer] if mp.get("tokenizer") else []
+        for source in [sources.target] + ([draft] if draft is not None else []) + tokenizer:
+            if source.spec not in plan.models:
+                plan.models[source.spec] = model_info(source)
+        target = plan.models[sources.target.spec]
+        draft_info = model_info(draft) if draft is not None else None  # a tiny draft shares the target's spec
+        est = estimate_pair(mp, target, draft_info, need["prompt"], need["max_new"] + need["tree"], plan.gpus_requested,
                             plan.job_memory_gb)
         if est is not None:
             plan.pairs.append(est)

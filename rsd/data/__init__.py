@@ -194,7 +194,7 @@ def open_hub(hub_id: str, subset: str | None, split: str) -> "datasets.Dataset":
     """The split of a hub dataset (from the local cache when offline) or of a local copy (see open_local_dataset)."""
     import datasets
 
-    from rsd.models.pairs import go_offline, hub_reachable
+    from rsd.models.hub import go_offline, hub_reachable
 
     if is_local_spec(hub_id):
         return open_local_dataset(hub_id, subset, split)

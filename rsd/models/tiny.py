@@ -10,6 +10,21 @@ from rsd.registry import TINY_MODELS, lookup
 CONTEXT_LENGTH = 2048  # max_position_embeddings of every tiny model
 
 
+class ByteTokenizer:
+    """UTF-8 bytes as tokens 0..255 plus BOS 256 and EOS 257: a tokenizer for the file-less tiny pairs."""
+
+    bos_token_id, eos_token_id = 256, 257
+
+    def __len__(self) -> int:
+        return 258
+
+    def encode(self, text: str) -> list[int]:
+        return [self.bos_token_id] + list(text.encode("utf-8"))
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+
+
 def llama(vocab_size: int, hidden_size: int, num_layers: int, init_std: float
           ) -> tuple[LlamaConfig, type[LlamaForCausalLM]]:
     """`tiny:llama`'s config and model class."""

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from helpers import CONF, ROOT, compose_cfg
 from rsd.models import pairs
 from rsd.models.embedded import ModelUnavailableError
+from rsd.models.source import model_source
 from rsd.plan import build_plan, compose_jobs, format_plan, main, model_config
 
 PRESETS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml") if p.stem != "quickstart")
@@ -96,7 +97,7 @@ def test_param_counts_and_kv_from_the_table_match_the_architectures():
     assert est.tokens == 2048  # the draft's context bounds a hub prompt of unknown length
     # keys and values: 80 layers x 8 kv heads x 128 dims x 2 bytes x 2, plus the draft's 2 x 12 x 64 x 2 x 2
     assert abs(est.kv - 2048 * (2 * 80 * 8 * 128 * 2 + 2 * 2 * 12 * 64 * 2) / 1e9) < 1e-9
-    assert model_config("facebook/opt-350m")[1] == "paper table"
+    assert model_config(model_source("facebook/opt-350m"))[1] == "paper table"
 
 
 def test_fast_composition_equals_hydra_compose():
@@ -106,18 +107,18 @@ def test_fast_composition_equals_hydra_compose():
 
 
 def test_model_status_sources(tmp_path, monkeypatch):
-    assert pairs.model_status("tiny:llama")[0]
-    assert pairs.model_status("embedded:smollm2-draft")[0]
-    ok, where = pairs.model_status("rsd-test/absent-model")
+    assert model_source("tiny:llama").status()[0]
+    assert model_source("embedded:smollm2-draft").status()[0]
+    ok, where = model_source("rsd-test/absent-model").status()
     assert not ok and "HF_HUB_OFFLINE is set" in where and "hf download rsd-test/absent-model" in where
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text("{}")
-    assert pairs.model_status(str(tmp_path / "m"))[0]
-    assert not pairs.model_status(str(tmp_path / "nowhere"))[0]
+    assert model_source(str(tmp_path / "m")).status()[0]
+    assert not model_source(str(tmp_path / "nowhere")).status()[0]
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(pairs, "hub_reachable", lambda: False)
-    assert "the hub is unreachable" in pairs.model_status("rsd-test/absent-model")[1]
+    monkeypatch.setattr("rsd.models.hub.hub_reachable", lambda: False)
+    assert "the hub is unreachable" in model_source("rsd-test/absent-model").status()[1]
 
 
 def test_a_single_job_fails_at_once_for_a_missing_hub_model():

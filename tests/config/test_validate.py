@@ -29,7 +29,7 @@ from rsd.budgets import (
 )
 from rsd.errors import ConfigError
 from rsd.logger import wandb_mode
-from rsd.models import embedded, pairs
+from rsd.models import embedded, hub
 from rsd.runs import plan_runs
 from rsd.sweep import expand_jobs
 
@@ -126,7 +126,7 @@ def block_models(monkeypatch) -> None:
     def boom(*args, **kwargs):
         raise AssertionError("a model was loaded before the config was refused")
 
-    for target in ("rsd.runner.load_pair", "rsd.models.pairs.load_pair", "rsd.models.pairs.tiny_pair",
+    for target in ("rsd.runner.load_pair", "rsd.models.pairs.load_pair", "rsd.models.tiny.tiny_pair",
                    "transformers.AutoModelForCausalLM.from_pretrained"):
         monkeypatch.setattr(target, boom, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -311,16 +311,16 @@ def test_wandb_mode_env_wins(monkeypatch, env, configured, key, expected):
                                            ("", False), ("false", False)])
 def test_hub_messages(monkeypatch, tmp_path, value, offline):
     monkeypatch.setenv("HF_HUB_OFFLINE", value)
-    msg = str(pairs.unavailable("model", "facebook/opt-125m", OSError("not cached\nmore detail")))
+    msg = str(hub.unavailable("model", "facebook/opt-125m", OSError("not cached\nmore detail")))
     assert "`hf download facebook/opt-125m`" in msg and "huggingface-cli" not in msg and "\n" not in msg
     assert ("HF_HUB_OFFLINE is set" in msg) == offline
 
 
 def test_hub_message_for_local_paths(monkeypatch, tmp_path):
     for missing in ("/data/models/llama", "./llama", "~/models/llama-nope", "models/llama/7b"):
-        msg = str(pairs.unavailable("model", missing, OSError("Repo id must be in the form 'repo_name'")))
+        msg = str(hub.unavailable("model", missing, OSError("Repo id must be in the form 'repo_name'")))
         assert "local path that does not exist" in msg and "hf download" not in msg and "Repo id" not in msg
-    msg = str(pairs.unavailable("model", str(tmp_path), OSError("no config.json")))
+    msg = str(hub.unavailable("model", str(tmp_path), OSError("no config.json")))
     assert "local directory" in msg and "config.json" in msg and "hf download" not in msg
 
 

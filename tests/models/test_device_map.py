@@ -9,7 +9,7 @@ import torch
 from helpers import VOCAB, branching_tree, sequential_logits
 from rsd.engine import tree_inputs
 from rsd.models.adapter import CausalLM
-from rsd.models.pairs import _CACHE, load_model
+from rsd.models.source import LOADED, model_source
 from rsd.models.tiny import tiny_pair
 
 
@@ -59,7 +59,7 @@ def test_device_map_matches_single_device(saved, arch, placement, tmp_path):
     device_map = {"cpu": "cpu", "per-module": module_map(arch, "cpu"), "disk-split": module_map(arch, "disk")}
     cfg = {"dtype": "float32", "device": "cpu", "device_map": device_map[placement], "attn_implementation": "sdpa",
            "offload_folder": str(tmp_path / "offload")}
-    model = load_model(str(path), cfg)
+    model = model_source(str(path)).load(cfg)
     try:
         if placement == "disk-split":  # the layer really is dispatched by accelerate, not resident
             assert model.hf_device_map[f"{PREFIX[arch]}.layers.1"] == "disk"
@@ -71,4 +71,4 @@ def test_device_map_matches_single_device(saved, arch, placement, tmp_path):
         for logits, ids in steps:  # equal to the single-device model's plain forward of each node's sequence
             torch.testing.assert_close(logits, sequential_logits(target, ids), atol=1e-5, rtol=0)
     finally:
-        _CACHE.clear()
+        LOADED.clear()

@@ -19,11 +19,13 @@ from helpers import ROOT, compose_cfg, record
 from rsd.config import to_dict
 from rsd.data import load_examples
 from rsd.errors import ConfigError
-from rsd.models.pairs import ByteTokenizer, encode_prompt, load_pair_tokenizer
+from rsd.models.pairs import encode_prompt, load_pair_tokenizer
+from rsd.models.source import model_source
+from rsd.models.tiny import ByteTokenizer
 from rsd.prompts import prepare_prompts
 from rsd.runner import run
 from rsd.runs import plan_runs, run_dir_for, run_inputs
-from rsd.store import RunLock, complete_summary, model_files_fingerprint, safe_component, scan_records
+from rsd.store import RunLock, complete_summary, safe_component, scan_records
 
 TINY = ["model_pair=tiny_llama", "dataset=xsum_builtin", "dataset.num_prompts=4", "sampling.max_new_tokens=8"]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
@@ -265,31 +267,31 @@ def test_model_files_fingerprint_follows_the_files_without_loading_them(tmp_path
     model.mkdir()
     (model / "config.json").write_text('{"model_type": "llama"}')
     (model / "model.safetensors").write_bytes(b"not even safetensors")  # never read as weights
-    fp = model_files_fingerprint(str(model))
+    fp = model_source(str(model)).fingerprint()
     args = ["model_pair=smollm2", f"model_pair.target={model}", f"out_dir={tmp_path}"]
     [before] = planned_dirs(*args)
     os.utime(model / "model.safetensors", ns=(time.time_ns(), time.time_ns() + 10**9))  # touched
-    assert model_files_fingerprint(str(model)) != fp
+    assert model_source(str(model)).fingerprint() != fp
     [after] = planned_dirs(*args)
     assert after != before
     (model / "config.json").write_text('{"model_type": "opt"}')
     os.utime(model / "config.json", ns=(0, 0))
-    assert model_files_fingerprint(str(model)) != fp
+    assert model_source(str(model)).fingerprint() != fp
 
 
 def test_hub_fingerprint_is_the_cached_revision(tmp_path, monkeypatch):
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
-    assert model_files_fingerprint("org/model") == {"spec": "org/model", "hub_revision": None}
+    assert model_source("org/model").fingerprint() == {"spec": "org/model", "hub_revision": None}
     repo = tmp_path / "models--org--model"
     (repo / "snapshots" / "abc123").mkdir(parents=True)
     (repo / "snapshots" / "abc123" / "config.json").write_text("{}")
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("abc123")
-    assert model_files_fingerprint("org/model")["hub_revision"] == "abc123"
-    draft = model_files_fingerprint("embedded:smollm2-draft")
-    assert "model.safetensors" in draft["sha256"] and draft == model_files_fingerprint("embedded:smollm2-draft")
+    assert model_source("org/model").fingerprint()["hub_revision"] == "abc123"
+    draft = model_source("embedded:smollm2-draft").fingerprint()
+    assert "model.safetensors" in draft["sha256"] and draft == model_source("embedded:smollm2-draft").fingerprint()
 
 
 # ------------------------------------------------------------------------------------------ skipping, progress

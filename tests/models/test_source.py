@@ -1,0 +1,71 @@
+"""One ModelSource per spec: the kind a spec string reads as, the sources a model pair names, and a feature head as
+one more source over the files of its spec (nothing here loads weights)."""
+
+import pytest
+
+from rsd.errors import ConfigError
+from rsd.models.source import (
+    EmbeddedTarget,
+    FeatureHeadSource,
+    HubSource,
+    LocalSource,
+    ShippedDraft,
+    TinyHeadSource,
+    TinySource,
+    UnknownEmbedded,
+    model_source,
+    pair_sources,
+)
+
+
+@pytest.mark.parametrize(("spec", "kind"), [
+    ("tiny:llama", TinySource), ("embedded:smollm2-draft-v3", ShippedDraft), ("embedded:smollm2-eagle", ShippedDraft),
+    ("embedded:smollm2-135m-instruct", EmbeddedTarget), ("embedded:nope", UnknownEmbedded),
+    ("./models/x", LocalSource), (".hidden", LocalSource), ("~/models/x", LocalSource), ("a/b/c", LocalSource),
+    ("facebook/opt-125m", HubSource), ("gpt2", HubSource)])
+def test_a_spec_reads_as_one_kind(spec, kind):
+    assert type(model_source(spec)) is kind
+
+
+def test_an_existing_relative_directory_is_local(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gpt2").mkdir()
+    assert type(model_source("gpt2")) is LocalSource
+
+
+def test_a_pair_names_its_sources():
+    tiny = {"target": "tiny:llama", "draft": None, "tiny": {"vocab_size": 300}}
+    sources = pair_sources(tiny)
+    assert sources.target == sources.tokenizer == TinySource("tiny:llama", {"vocab_size": 300})
+    assert sources.draft == TinySource("tiny:llama", {"vocab_size": 300}, draft=True)
+    assert type(pair_sources(tiny | {"draft_kind": "feature_head"}).draft) is TinyHeadSource
+    eagle = pair_sources({"target": "embedded:smollm2-135m-instruct", "draft": "embedded:smollm2-eagle",
+                          "draft_kind": "feature_head", "tokenizer": "org/tok"})
+    assert eagle.draft == FeatureHeadSource("embedded:smollm2-eagle", ShippedDraft("embedded:smollm2-eagle"))
+    assert eagle.tokenizer == HubSource("org/tok")
+    assert pair_sources({"target": "org/model", "draft": None}).draft is None
+
+
+def test_a_tiny_source_builds_its_half_of_the_pair():
+    target, draft = TinySource("tiny:llama", {"vocab_size": 300}), TinySource("tiny:llama", {"vocab_size": 300}, True)
+    assert target.config().hidden_size == 64 and draft.config().hidden_size == 32 and draft.config().vocab_size == 300
+    assert target.status() == (True, "built from a config (no files)") and target.context_length() == 2048
+
+
+def test_a_local_feature_head_is_loadable_and_has_no_config_of_its_own(tmp_path):
+    (tmp_path / "feature_head.json").write_text("{}")
+    head = model_source("org/model").draft_for(str(tmp_path), "feature_head")
+    assert head.status() == (True, f"feature head in {tmp_path}") and not head.missing()
+    assert head.config() is None and head.context_length() is None and not head.own_vocabulary
+    assert head.fingerprint() == model_source(str(tmp_path)).fingerprint()
+    assert model_source("org/model").draft_for(str(tmp_path / "none"), "feature_head").missing()
+
+
+def test_check_refuses_what_can_never_load(tmp_path):
+    with pytest.raises(ConfigError, match=r"model_pair.draft='embedded:nope' is not an embedded model"):
+        model_source("embedded:nope").check("draft")
+    with pytest.raises(ConfigError, match="is a local path that does not exist"):
+        model_source(str(tmp_path / "none")).check("target")
+    assert not model_source("embedded:nope").status()[0]
+    for ok in ("tiny:llama", "embedded:smollm2-draft", str(tmp_path), "org/model"):
+        model_source(ok).check("target")
