@@ -70,13 +70,14 @@ def eos_ids(tokenizer: Any, model: Any) -> list[int]:
     return sorted(ids)
 
 
-def auto_config() -> Any:
-    """transformers' AutoConfig, with the trimmed-head draft's config class registered."""
-    from transformers import AutoConfig
+def registered_transformers() -> Any:
+    """The transformers package, with the trimmed-head draft's config class registered so that its Auto classes
+    load it."""
+    import transformers
 
     import rsd.models.trimmed  # noqa: F401  (registers the trimmed-head draft's config class)
 
-    return AutoConfig
+    return transformers
 
 
 def evict_except(keep: set[str]) -> None:
@@ -115,7 +116,7 @@ class ModelSource(ABC):
         if path is None or not (path / "config.json").is_file():
             return None
         try:
-            return auto_config().from_pretrained(path)
+            return registered_transformers().AutoConfig.from_pretrained(path)
         except (OSError, ValueError, KeyError):
             return None  # a broken config.json: `status` reports the model as unavailable, with the reason
 
@@ -139,9 +140,6 @@ class ModelSource(ABC):
         `device_map` (accelerate) may be "auto", a device, or a dict module -> device ("disk" entries are offloaded to
         `offload_folder`, default $RSD_CACHE/offload). A model that cannot be loaded fails at once (`require`).
         """
-        from transformers import AutoModelForCausalLM
-
-        auto_config()
         key = ("hf", self.spec, cfg.get("dtype"), cfg.get("device"), repr(cfg.get("device_map")),
                cfg.get("attn_implementation"))
         if key in LOADED:
@@ -154,7 +152,7 @@ class ModelSource(ABC):
             kwargs["offload_folder"] = str(cfg.get("offload_folder") or cache_root() / "offload")
         self.require("model")
         try:
-            model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+            model = registered_transformers().AutoModelForCausalLM.from_pretrained(path, **kwargs)
         except OSError as err:
             raise hub.unavailable("model", self.spec, err) from None
         if not cfg.get("device_map"):
@@ -164,13 +162,11 @@ class ModelSource(ABC):
 
     def tokenizer(self) -> Any:
         """Its tokenizer (cached per process)."""
-        from transformers import AutoTokenizer
-
         key = ("tok", self.spec)
         if key not in LOADED:
             self.require("tokenizer")
             try:
-                LOADED[key] = AutoTokenizer.from_pretrained(self.path())
+                LOADED[key] = registered_transformers().AutoTokenizer.from_pretrained(self.path())
             except OSError as err:
                 raise hub.unavailable("tokenizer", self.spec, err) from None
         return LOADED[key]
@@ -178,7 +174,7 @@ class ModelSource(ABC):
     def context_length(self) -> int | None:
         """Its max_position_embeddings, read from its config alone; None when it has none."""
         try:
-            config = auto_config().from_pretrained(self.path())
+            config = registered_transformers().AutoConfig.from_pretrained(self.path())
         except OSError as err:
             raise hub.unavailable("model config", self.spec, err) from None
         return int(getattr(config, "max_position_embeddings", 0) or 0) or None
