@@ -83,6 +83,10 @@ def test_documented_command_composes_and_plans(argv):
     script, args = argv[0], argv[1:]
     sweep = script == "slurm/make_tasks.py" or any(a in ("-m", "--multirun") for a in args)
     overrides = [a for a in args if a not in ("-m", "--multirun")]
+    if script == "slurm/make_tasks.py":  # its own options (--out FILE, --gpus-per-node=N, --mem-gb=N) are not overrides
+        valued = ("--out", "--gpus-per-node", "--mem-gb")
+        overrides = [a for i, a in enumerate(overrides)
+                     if not a.startswith("--") and not (i and overrides[i - 1] in valued)]
     jobs = representative_jobs(expand_jobs(overrides)) if sweep else [overrides]
     for job in jobs:
         assert plan_runs(compose_cfg(*job)), job
