@@ -41,10 +41,20 @@ def count_calls(model: torch.nn.Module) -> list[int]:
     return calls
 
 
+def time_forwards(model: torch.nn.Module) -> list[float]:
+    """Seconds spent inside `model`'s forward calls (pre- and post-hooks reading the clock); remove with
+    `model._forward_pre_hooks.clear(); model._forward_hooks.clear()`."""
+    spent, started = [0.0], [0.0]
+    model.register_forward_pre_hook(lambda *_: started.__setitem__(0, time.perf_counter()))
+    model.register_forward_hook(lambda *_: spent.__setitem__(0, spent[0] + time.perf_counter() - started[0]))
+    return spent
+
+
 def run_hf(pair, prompts: list[list[int]], max_new: int, temperature: float, draft_length: int | None) -> dict:
     """transformers generate (assisted when draft_length is set): tokens, target calls, seconds."""
     target, draft = pair.target.model, pair.draft.model
     calls = count_calls(target)
+    in_forward = time_forwards(target)
     kwargs = {"max_new_tokens": max_new, "eos_token_id": pair.eos_token_ids, "pad_token_id": pair.eos_token_ids[0]}
     if temperature > 0:
         kwargs.update(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
@@ -63,7 +73,7 @@ def run_hf(pair, prompts: list[list[int]], max_new: int, temperature: float, dra
     with torch.inference_mode(), warnings.catch_warnings():  # untimed warm-up, like ours
         warnings.simplefilter("ignore")
         target.generate(torch.tensor([prompts[0]]), **{**kwargs, "max_new_tokens": 8})
-    calls[0] = 0
+    calls[0], in_forward[0] = 0, 0.0
     for i, ids in enumerate(prompts):
         torch.manual_seed(i)
         start = time.perf_counter()
@@ -73,8 +83,9 @@ def run_hf(pair, prompts: list[list[int]], max_new: int, temperature: float, dra
         seconds += time.perf_counter() - start
         tokens += out.shape[1] - len(ids)
     target._forward_pre_hooks.clear()
+    target._forward_hooks.clear()
     draft.config.vocab_size = trimmed_size
-    return {"tokens": tokens, "calls": calls[0], "seconds": seconds}
+    return {"tokens": tokens, "calls": calls[0], "seconds": seconds, "forward_s": in_forward[0]}
 
 
 def run_rsd(pair, prompts: list[list[int]], max_new: int, temperature: float, draft_length: int | None) -> dict:
@@ -85,12 +96,15 @@ def run_rsd(pair, prompts: list[list[int]], max_new: int, temperature: float, dr
     tokens = calls = 0
     seconds = 0.0
     engine.warm_up(prompts[0])
+    in_forward = time_forwards(pair.target.model)
     for i, ids in enumerate(prompts):
         out = engine.generate(ids, max_new, prompt_generator(0, str(i)))
         tokens += len(out.new_token_ids)
         calls += out.target_calls
         seconds += out.wall_s
-    return {"tokens": tokens, "calls": calls, "seconds": seconds}
+    pair.target.model._forward_pre_hooks.clear()
+    pair.target.model._forward_hooks.clear()
+    return {"tokens": tokens, "calls": calls, "seconds": seconds, "forward_s": in_forward[0]}
 
 
 def main() -> None:
@@ -113,7 +127,8 @@ def main() -> None:
     print(f"# embedded pair in {dtype}; {args.prompts} prompts of {args.dataset}, {args.max_new_tokens} new tokens, "
           f"{args.threads} thread(s), "
           f"torch {torch.__version__}")
-    print(f"{'setting':<22} {'rsd BE':>7} {'HF BE':>7} {'rsd tok/s':>10} {'HF tok/s':>9} {'rsd/HF':>7}")
+    print(f"{'setting':<22} {'rsd BE':>7} {'HF BE':>7} {'rsd tok/s':>10} {'HF tok/s':>9} {'rsd/HF':>7}   "
+          f"ms per token in the target's forwards / outside them: {'rsd':>11} {'HF':>11}")
     for temperature in (0.0, 1.0):
         for length in (None, args.draft_length):
             ours = run_rsd(pair, prompts, args.max_new_tokens, temperature, length)
@@ -121,7 +136,14 @@ def main() -> None:
             name = f"{'AR' if length is None else f'SD L={length}'} T={temperature:g}"
             ours_rate, their_rate = ours["tokens"] / ours["seconds"], theirs["tokens"] / theirs["seconds"]
             print(f"{name:<22} {ours['tokens'] / ours['calls']:>7.2f} {theirs['tokens'] / theirs['calls']:>7.2f} "
-                  f"{ours_rate:>10.1f} {their_rate:>9.1f} {ours_rate / their_rate:>7.2f}", flush=True)
+                  f"{ours_rate:>10.1f} {their_rate:>9.1f} {ours_rate / their_rate:>7.2f}   {'':>51}"
+                  f"{split(ours):>12} {split(theirs):>11}", flush=True)
+
+
+def split(run: dict) -> str:
+    """'forward / outside' milliseconds per generated token."""
+    fwd = 1e3 * run["forward_s"] / run["tokens"]
+    return f"{fwd:.1f} / {1e3 * run['seconds'] / run['tokens'] - fwd:.1f}"
 
 
 if __name__ == "__main__":
