@@ -32,6 +32,9 @@ Levers measured (one epoch on the same 6 rounds, against the first epoch above):
 - low/mid/high features (EAGLE-3's concatenation of hidden states 2, 15, 27; `--features layers`, the rest as above):
   0.24/0.20/0.19/0.19 (0.43 CPU-h), below the last layer's 0.26/0.23/0.23/0.23: the final-norm state the LM head
   reads is the better input for a one-layer head of this target.
+- the decoder layer initialised from the target's last layer (`--init target`, fc passing the feature through), one
+  epoch on 2,066 sequences drawn from 10 rounds, the rest as above: 0.14/0.12/0.12/0.11 (0.48 CPU-h; soft CE 6.7
+  against ~4.0 from a random start): that layer expects the un-normed residual stream, not the final-norm state.
 Not yet measured: one layer against two (--layers), the loss (--steps 1, --feature-weight), the draft vocabulary
 (--trimmed 0).
 """
