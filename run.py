@@ -66,7 +66,7 @@ def main(cfg: DictConfig) -> None:
         if hc.mode == RunMode.MULTIRUN:
             if hc.launcher._target_ != LOCAL_LAUNCHER:
                 raise  # the job runs in its own process (submitit): its launcher reports the failure
-            refuse_job(list(hc.overrides.task), err)  # the sweep goes on and exits 2 at its end (rsd/preflight.py)
+            refuse_job(hc.sweep.dir, list(hc.overrides.task), err)  # the sweep goes on, exits 2 at its end
             return
         discard_hydra_output()
         print(f"error: {err}", file=sys.stderr)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
@@ -31,13 +32,17 @@ from rsd.errors import ConfigError, RsdError, one_line
 from rsd.plan import RESOURCE_KEYS, SKIPPABLE, build_plan, format_plan
 from rsd.validate import check_out_dir
 
-REFUSED: list[str] = []  # jobs of this sweep refused in this process (run.py), listed again when the sweep ends
+REFUSED_JOBS = "refused_jobs.txt"  # in hydra.sweep.dir: one line per refused job, listed again when the sweep ends
 
 
-def refuse_job(overrides: list[str], err: Exception) -> None:
-    """Note a job refused in this process (the local launcher runs every job here) and say so in one line."""
-    line = f"job {' '.join(overrides) or '(no overrides)'}: {err}"
-    REFUSED.append(line)
+def refuse_job(sweep_dir: str, overrides: list[str], err: Exception) -> None:
+    """Say in one line that a job of the sweep in `sweep_dir` was refused, and append that line to the sweep's
+    REFUSED_JOBS file (the sweep goes on; PreflightOnSweepStart lists the file's lines and exits 2 at its end)."""
+    line = f"job {' '.join(overrides) or '(no overrides)'}: {err}".replace("\n", " ")
+    path = Path(sweep_dir) / REFUSED_JOBS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as f:
+        f.write(line + "\n")
     print(f"[rsd] refused {line}", file=sys.stderr)
 
 
@@ -82,7 +87,7 @@ class PreflightOnSweepStart(Callback):
     """Refuse a sweep before any job launches when something it needs is missing or cannot fit."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        REFUSED.clear()
+        (Path(str(config.hydra.sweep.dir)) / REFUSED_JOBS).unlink(missing_ok=True)  # from an earlier sweep there
         try:
             check_slurm(str(config.hydra.launcher.get("_target_") or ""))
             check_out_dir(str(config.hydra.sweep.dir), key="hydra.sweep.dir (the sweep's logs, below out_dir)")
@@ -114,8 +119,11 @@ class PreflightOnSweepStart(Callback):
               "is available")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        if REFUSED:
-            print(f"[rsd] {len(REFUSED)} job(s) refused, the other jobs' results are kept:", file=sys.stderr)
-            for line in REFUSED:
+        path = Path(str(config.hydra.sweep.dir)) / REFUSED_JOBS
+        refused = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+        if refused:
+            print(f"[rsd] {len(refused)} job(s) refused, the other jobs' results are kept (listed in {path}):",
+                  file=sys.stderr)
+            for line in refused:
                 print(f"  {line}", file=sys.stderr)
             sys.exit(2)

@@ -160,6 +160,9 @@ def test_failing_job_is_reported_and_others_keep_results(tmp_path):
     assert "[rsd] refused job model_pair=tiny_llama drafter=sd" in log and "Traceback" not in log
     assert "1 job(s) refused, the other jobs' results are kept" in log
     assert "has no shape meeting budget B6" in log
+    [listed] = list(tmp_path.rglob("refused_jobs.txt"))  # in the sweep's own directory, not in a module global
+    [line] = listed.read_text().splitlines()
+    assert line.startswith("job model_pair=tiny_llama drafter=sd ") and "has no shape meeting budget B6" in line
     [done] = list(tmp_path.rglob("summary.json"))
     assert "spectr-K2xL3" in str(done)
 
