@@ -17,10 +17,8 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import torch
 from scipy import stats
@@ -29,7 +27,8 @@ from analysis.load import completed, find_run_dirs, read_jsonl
 from rsd.data import load_examples
 from rsd.models.pairs import ModelPair, load_pair
 from rsd.prompts import prepare_prompts
-from rsd.sampling import SamplingParams, probs_from_logits
+from rsd.sampling import probs_from_logits
+from rsd.schema import Dataset, stored_blocks
 
 FALSE_ALARM = 1e-3
 
@@ -65,22 +64,22 @@ def token_statistics(q: torch.Tensor, tokens: list[int], gen: torch.Generator) -
     return pits.tolist(), float((mass.log() + entropy).sum()), float(var.sum())
 
 
-def run_prompts(dataset: Mapping[str, Any], prompt_ids: list[str], pair: ModelPair) -> dict[str, list[int]]:
+def run_prompts(dataset: Dataset, prompt_ids: list[str], pair: ModelPair) -> dict[str, list[int]]:
     """{prompt id: the token ids the run decoded}: its prompts (evaluation or tuning ones, from the whole set) prepared
     as the runner prepares them, truncated to dataset.max_prompt_tokens."""
-    by_id = {ex.id: ex for ex in load_examples({**dataset, "num_prompts": None})}
+    by_id = {ex.id: ex for ex in load_examples(replace(dataset, num_prompts=None))}
     prepared, _ = prepare_prompts([by_id[i] for i in prompt_ids], pair.tokenizer, pair.chat,
-                                  dataset.get("max_prompt_tokens"))
+                                  dataset.max_prompt_tokens)
     return {ex.id: ids for ex, ids in prepared}
 
 
 def calibrate_run(run_dir: Path, pair: ModelPair | None = None) -> Calibration:
     """Recompute q along every recorded sequence of a completed run and test the tokens against it."""
     summary = json.loads((run_dir / "summary.json").read_text())
-    cfg = summary["config"]
-    pair = pair or load_pair(cfg["model_pair"], need_draft=False)
-    params = SamplingParams(cfg["sampling"]["temperature"], cfg["sampling"]["top_k"], cfg["sampling"]["top_p"])
-    prompts = run_prompts(cfg["dataset"], summary["prompt_ids"], pair)
+    pair_cfg, dataset, sampling = stored_blocks(summary["config"])
+    pair = pair or load_pair(pair_cfg, need_draft=False)
+    params = sampling.params
+    prompts = run_prompts(dataset, summary["prompt_ids"], pair)
     gen = torch.Generator().manual_seed(0)
     pits, num, var = [], 0.0, 0.0
     for record in read_jsonl(run_dir / "records.jsonl"):

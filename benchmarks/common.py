@@ -21,6 +21,7 @@ from rsd.models.feature_head import HeadLM
 from rsd.models.hardware import resolve_dtype
 from rsd.models.pairs import load_pair
 from rsd.sampling import prompt_generator
+from rsd.schema import ModelPairConfig
 
 # (label, drafter factory): AR, every method at L = 4 (K = W = b_1 = 3) and at B = 30 (K = W = b_1 = 6, L = 5).
 SHAPES: dict[str, Callable[[], Drafter]] = {
@@ -164,7 +165,7 @@ def parser_and_prompts(description: str, **extra: dict
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     args.dtype = resolve_dtype(args.dtype, PAIRS[args.pair].get("device", "auto"))
-    pair = load_pair({**PAIRS[args.pair], "dtype": args.dtype})
+    pair = load_pair(ModelPairConfig.from_dict({**PAIRS[args.pair], "dtype": args.dtype}))
     prompts = [pair.encode_prompt(ex.prompt)[:200] for ex in load_builtin("dolly_builtin")[: args.prompts]]
     labels = list(SHAPES) if args.shapes == "all" else args.shapes.split(",")
     return args, pair, prompts, labels

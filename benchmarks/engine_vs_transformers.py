@@ -29,6 +29,7 @@ from rsd.models.embedded import default_pair_config  # noqa: E402
 from rsd.models.hardware import resolve_dtype  # noqa: E402
 from rsd.models.pairs import load_pair  # noqa: E402
 from rsd.sampling import SamplingParams, prompt_generator  # noqa: E402
+from rsd.schema import ModelPairConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine  # noqa: E402
@@ -121,7 +122,7 @@ def main() -> None:
 
     transformers.logging.set_verbosity_error()  # generate()'s notices would break the table
     dtype = resolve_dtype(args.dtype, "auto")
-    pair = load_pair({**default_pair_config(), "dtype": dtype})
+    pair = load_pair(ModelPairConfig.from_dict({**default_pair_config(), "dtype": dtype}))
     prompts = [pair.encode_prompt(ex.prompt) for ex in load_builtin(args.dataset)[: args.prompts]]
     print(f"$ python {' '.join(sys.argv)}\n# {machine()}")
     print(f"# embedded pair in {dtype}; {args.prompts} prompts of {args.dataset}, {args.max_new_tokens} new tokens, "

@@ -18,6 +18,7 @@ from common import PAIRS, command, machine
 
 from rsd.models.adapter import CausalLM
 from rsd.models.pairs import load_pair
+from rsd.schema import ModelPairConfig
 
 QS = (1, 2, 4, 8, 13, 16, 31)
 
@@ -62,7 +63,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     dtypes = args.dtypes.split(",")
-    pair = load_pair({**PAIRS[args.pair], "dtype": "float32", "device": "cpu"})
+    pair = load_pair(ModelPairConfig.from_dict({**PAIRS[args.pair], "dtype": "float32", "device": "cpu"}))
     bw = bandwidth_bytes_per_s()
     rate = {d: matmul_flops_per_s(getattr(torch, d)) for d in dtypes}
     print(f"$ {command()}\n# {machine()}\n# copy bandwidth {bw / 1e9:.1f} GB/s (read + write); matmul "

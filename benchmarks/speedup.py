@@ -26,6 +26,7 @@ from rsd.engine import Engine
 from rsd.models.hardware import resolve_dtype
 from rsd.models.pairs import load_pair
 from rsd.sampling import SamplingParams, prompt_generator
+from rsd.schema import ModelPairConfig
 
 METHODS = {
     "ar": AR,
@@ -67,9 +68,8 @@ def main(argv: list[str] | None = None) -> None:
                  "on the same target")
     torch.set_num_threads(1)
     dtype = resolve_dtype(args.dtype, "cpu")
-    pairs = {args.pair: load_pair({**PAIRS[args.pair], "dtype": dtype, "device": "cpu"})}
-    if args.reference:
-        pairs[args.reference] = load_pair({**PAIRS[args.reference], "dtype": dtype, "device": "cpu"})
+    pairs = {name: load_pair(ModelPairConfig.from_dict({**PAIRS[name], "dtype": dtype, "device": "cpu"}))
+             for name in [args.pair] + ([args.reference] if args.reference else [])}
     pair = pairs[args.pair]
     labels = list(METHODS) if args.methods == "all" else ["ar"] + [m for m in args.methods.split(",") if m != "ar"]
     rows = [(args.pair, m) for m in labels] + [(args.reference, m) for m in labels

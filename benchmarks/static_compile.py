@@ -33,6 +33,7 @@ from rsd.engine import Engine
 from rsd.models.adapter import PAD_QS, CausalLM
 from rsd.models.pairs import load_pair
 from rsd.sampling import SamplingParams, prompt_generator
+from rsd.schema import ModelPairConfig
 
 CONTEXT = 256
 NEW_TOKENS = 32
@@ -115,13 +116,13 @@ def cases(pairs: list[str], tree: tuple[int, ...]) -> list[Case]:
     OPT targets and drafts (float32)."""
     out = []
     if "embedded" in pairs:
-        pair = load_pair({**PAIRS["embedded"], "dtype": "float32", "device": "cpu"})
+        pair = load_pair(ModelPairConfig.from_dict({**PAIRS["embedded"], "dtype": "float32", "device": "cpu"}))
         out.append(Case("embedded", "target", copy.deepcopy(pair.target.model).to(torch.bfloat16), "bfloat16", tree))
         out.append(Case("embedded", "draft", copy.deepcopy(pair.draft.model).to(torch.bfloat16), "bfloat16", (1,)))
         out.append(Case("embedded", "draft", pair.draft.model, "float32", (1,)))
     for arch in ("llama", "opt"):
         if f"tiny-{arch}" in pairs:
-            pair = load_pair({**TINY[arch], "device": "cpu"})
+            pair = load_pair(ModelPairConfig.from_dict({**TINY[arch], "device": "cpu"}))
             out.append(Case(f"tiny {arch}", "target", pair.target.model, "float32", tree))
             out.append(Case(f"tiny {arch}", "draft", pair.draft.model, "float32", (1,)))
     return out
@@ -161,7 +162,7 @@ def greedy_check(pair_name: str, prompts: int, new_tokens: int) -> list[str]:
     for label, drafter in (("ar", AR), ("sd L=4", lambda: SD(4)), ("spectr 3x4", lambda: SpecTr(3, 4))):
         tokens, walls = [], []
         for static in (None, "compile"):
-            pair = load_pair({**cfg, "static_forward": static})
+            pair = load_pair(ModelPairConfig.from_dict({**cfg, "static_forward": static}))
             ids = [pair.encode_prompt(ex.prompt)[:200] for ex in load_builtin("dolly_builtin")[:prompts]]
             draft = pair.draft if label != "ar" else None
             engine = Engine(pair.target, draft, drafter(), SamplingParams(0.0), pair.eos_token_ids, pair.vocab_size)

@@ -27,6 +27,7 @@ from rsd.models.embedded import cache_root
 from rsd.models.feature_head import unrolled_outputs
 from rsd.models.pairs import load_pair
 from rsd.sampling import SamplingParams, prompt_generator
+from rsd.schema import ModelPairConfig
 
 PAIR = {"name": "smollm2_eagle", "target": "embedded:smollm2-135m-instruct", "draft": "embedded:smollm2-eagle",
         "draft_kind": "feature_head", "chat": True, "dtype": "float32", "device": "cpu"}
@@ -63,7 +64,7 @@ def main() -> None:
     ap.add_argument("--draft", default="embedded:smollm2-eagle", help="the head (a registered name or a directory)")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    pair = load_pair({**PAIR, "draft": args.draft})
+    pair = load_pair(ModelPairConfig.from_dict({**PAIR, "draft": args.draft}))
     engine = Engine(pair.target, pair.draft, SD(STEPS), SamplingParams(1.0), pair.eos_token_ids, pair.vocab_size)
     steps_of_prompt, engine_step = [], engine.step
 

@@ -75,11 +75,6 @@ class Budget:
     def tag(self) -> str:
         return f"L{self.draft_length}" if self.kind == "fixed_length" else f"B{self.target_tokens}"
 
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> "Budget":
-        return cls(cfg["kind"], cfg.get("draft_length"), cfg.get("target_tokens"), cfg.get("max_depth"),
-                   cfg.get("max_runs", DEFAULT_MAX_RUNS))
-
 
 @functools.lru_cache(maxsize=4096)  # the enumeration asks for the same small numbers' divisors many times
 def divisors(n: int) -> tuple[int, ...]:

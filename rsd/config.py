@@ -17,13 +17,21 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
-from rsd.budgets import MAX_TREE_TOKENS, Budget, select_shapes
+from rsd.budgets import MAX_TREE_TOKENS, Budget, select_shapes, shape_tag
 from rsd.drafters.base import Drafter
 from rsd.errors import ConfigError, RsdError, one_line
 from rsd.models.hardware import resolve_dtype
 from rsd.registry import DRAFTERS, RULES, VERIFIERS, lookup
-from rsd.sampling import SamplingParams
-from rsd.selection import selection_config
+from rsd.schema import (
+    Dataset,
+    LoggerConfig,
+    ModelPairConfig,
+    Sampling,
+    Selection,
+    budget_from,
+    selection_from,
+)
+from rsd.store import identity_digest, join_inside
 from rsd.validate import validate_config
 from rsd.verify import verifier_for
 
@@ -32,56 +40,6 @@ NON_IDENTITY_KEYS = ("out_dir", "logger", "hydra")
 # Budget keys that only choose which shapes run (the shape itself is in the identity): a shape run by a sweep with a
 # depth limit, a pin or a higher run cap is the same run as without them.
 SHAPE_FILTER_KEYS = ("max_depth", "max_runs", "shape")
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """The sampling transform and the generation length."""
-
-    temperature: float
-    top_k: int
-    top_p: float
-    max_new_tokens: int
-
-    @property
-    def params(self) -> SamplingParams:
-        return SamplingParams(self.temperature, self.top_k, self.top_p)
-
-
-@dataclass(frozen=True)
-class Dataset:
-    """Which prompts a run decodes; `spec` is the dataset block rsd.data.load_examples reads."""
-
-    name: str
-    task: str | None
-    num_prompts: int | None
-    max_prompt_tokens: int | None
-    shuffle_seed: int | None
-    spec: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class ModelPairConfig:
-    """The target/draft pair; `spec` is the model_pair block rsd.models.pairs loads from."""
-
-    name: str
-    target: str
-    draft: str | None
-    chat: bool
-    spec: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Selection:
-    """`budget.select`: rank every shape on `prompts` tuning prompts (from index `offset`, default the dataset's last;
-    `new_tokens` new tokens each, default the run's), run the best `top` by `by` (rsd.selection.RANKINGS) on the
-    evaluation prompts."""
-
-    prompts: int
-    top: int
-    offset: int | None = None
-    new_tokens: int | None = None
-    by: str = "prompt_mean"
 
 
 @dataclass(frozen=True)
@@ -104,8 +62,8 @@ class DrafterConfig:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """A resolved, checked config. `resolved` is Hydra's config as plain data (without `hydra`), the provenance
-    runs record; read the typed fields instead."""
+    """A resolved, checked config. `resolved` is Hydra's config as plain data (without `hydra`): only `identity`
+    and run.json read it; everything else reads the typed fields."""
 
     seed: int
     num_threads: int | None
@@ -116,7 +74,7 @@ class RunConfig:
     budget: Budget
     select: Selection | None
     drafter: DrafterConfig
-    logger: Mapping[str, Any]
+    logger: LoggerConfig
     resolved: Mapping[str, Any]
 
     def with_out_dir(self, out_dir: Path) -> RunConfig:
@@ -156,6 +114,25 @@ class RunConfig:
         return ident
 
 
+def _g(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) else str(value)
+
+
+def run_dir_for(out_dir: Path, identity: Mapping[str, Any], budget: Budget | None) -> Path:
+    """A stable, readable directory below `out_dir` for a run's `identity` (RunConfig.identity):
+    pair/dataset/sampling/budget/method-shape-seed-hash.
+
+    Every component is sanitised (rsd.store.safe_component), so no config value can lead outside `out_dir`.
+    """
+    s = identity["sampling"]
+    sampling = f"T{_g(s['temperature'])}-k{s['top_k']}-p{_g(s['top_p'])}-n{s['max_new_tokens']}"
+    leaf = (f"{identity['drafter']['name']}-{shape_tag(identity['drafter']['shape'])}-s{identity['seed']}-"
+            f"{identity_digest(identity)}")
+    budget_tag = budget.tag if budget is not None else "no-draft"
+    return join_inside(Path(out_dir), [identity["model_pair"]["name"], identity["dataset"]["name"], sampling,
+                                       budget_tag, leaf])
+
+
 def to_dict(cfg: DictConfig | Mapping) -> dict:
     """Hydra's config (or a mapping) as plain, resolved data; ConfigError naming the key whose interpolation
     (`${oc.env:VAR}`, `${other.key}`) does not resolve."""
@@ -179,18 +156,14 @@ def resolve_config(cfg: DictConfig | Mapping) -> RunConfig:
     if conf["model_pair"].get("dtype") == "auto":  # made concrete here, so a run's identity names its real dtype
         pair = conf["model_pair"]
         conf["model_pair"] = {**pair, "dtype": resolve_dtype("auto", str(pair.get("device") or "auto"))}
-    s, d, m, b = conf["sampling"], conf["dataset"], conf["model_pair"], conf["budget"]
-    budget = Budget.from_config(b)
-    select = selection_config(b)
+    b = conf["budget"]
+    budget = budget_from(b)
     return RunConfig(
         seed=conf["seed"], num_threads=conf.get("num_threads"), out_dir=Path(conf["out_dir"]),
-        sampling=Sampling(s["temperature"], s["top_k"], s["top_p"], s["max_new_tokens"]),
-        dataset=Dataset(d["name"], d.get("task"), d.get("num_prompts"), d.get("max_prompt_tokens"),
-                        d.get("shuffle_seed"), d),
-        model_pair=ModelPairConfig(m["name"], m["target"], m.get("draft"), bool(m.get("chat")), m),
-        budget=budget, select=Selection(**select) if select else None,
+        sampling=Sampling.from_dict(conf["sampling"]), dataset=Dataset.from_dict(conf["dataset"]),
+        model_pair=ModelPairConfig.from_dict(conf["model_pair"]), budget=budget, select=selection_from(b),
         drafter=_resolve_drafter(conf["drafter"], budget, b.get("shape")),
-        logger=conf.get("logger") or {}, resolved=conf)
+        logger=LoggerConfig.from_dict(conf.get("logger") or {}), resolved=conf)
 
 
 def _resolve_drafter(drafter_cfg: Mapping[str, Any], budget: Budget, pin: Mapping[str, Any] | None
@@ -250,5 +223,5 @@ def check_plugin_drafter(drafter: Drafter, method: str, shape: Mapping[str, Any]
         lookup(RULES, getattr(drafter, "rule", None), f"drafter {method!r}: its rule")
 
 
-__all__ = ["NON_IDENTITY_KEYS", "SHAPE_FILTER_KEYS", "Dataset", "DrafterConfig", "ModelPairConfig", "RunConfig",
-           "Sampling", "Selection", "resolve_config", "to_dict"]
+__all__ = ["NON_IDENTITY_KEYS", "SHAPE_FILTER_KEYS", "Dataset", "DrafterConfig", "LoggerConfig", "ModelPairConfig",
+           "RunConfig", "Sampling", "Selection", "resolve_config", "run_dir_for", "to_dict"]

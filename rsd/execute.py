@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +149,7 @@ def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, 
         print(f"[rsd] rewrote {records_path} with its {len(records)} valid records", flush=True)
     done = {r["prompt_id"] for r in records}
     task = rc.dataset.task
-    logger = make_logger(dict(rc.logger), plan)
+    logger = make_logger(rc.logger, plan)
     todo = [(ex, ids) for ex, ids in prompts if ex.id not in done]
     if done:
         print(f"[rsd] resuming {plan.run_dir}: {len(done)} of {len(prompts)} prompts already recorded", flush=True)
@@ -177,7 +178,7 @@ def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, 
         method=plan.method, shape=plan.shape, shape_tag=shape_tag(plan.shape), draft_length=drafter.draft_length,
         tree_size=drafter.max_tree_size, budget=rc.budget.kind if drafter.draft_length else None,
         budget_value=rc.budget.tag if drafter.draft_length else "-", model_pair=rc.model_pair.name,
-        dataset=rc.dataset.name, task=task, sampling=rc.resolved["sampling"], seed=rc.seed,
+        dataset=rc.dataset.name, task=task, sampling=asdict(rc.sampling), seed=rc.seed,
         target_params=pair.target_params, draft_params=pair.draft_params, records=ordered,
         accuracy=corpus_score(task, [r["text"] for r in ordered], [ex.reference for ex, _ in prompts]),
         run_dir=str(plan.run_dir), config=plan.identity, records_sha256=file_sha256(records_path), extra=extra,

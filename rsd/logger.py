@@ -1,5 +1,6 @@
 """Experiment loggers: `none` (default), `wandb` (offline unless the user has an API key, or mode says so), or a
-user's class by dotted path (rsd.registry.LOGGERS), constructed as `cls(logger config, run plan)`.
+user's class by dotted path (rsd.registry.LOGGERS), constructed as `cls(logger config, run plan)` with the typed
+`logger` block (rsd.schema.LoggerConfig).
 
 A `WANDB_MODE` set in the environment always wins over `logger.mode`: a user (or a cluster's job script) who
 exported WANDB_MODE=offline or disabled must never be uploaded by a config default.
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rsd.registry import LOGGERS, lookup
+from rsd.schema import LoggerConfig
 
 
 class RunInfo(Protocol):
@@ -45,7 +47,7 @@ class Logger(Protocol):
 class NullLogger:
     """Logs nothing and writes nothing."""
 
-    def __init__(self, cfg: Mapping[str, Any], plan: RunInfo) -> None:
+    def __init__(self, cfg: LoggerConfig, plan: RunInfo) -> None:
         return None
 
     def log_prompt(self, index: int, record: Mapping[str, Any]) -> None:
@@ -78,13 +80,14 @@ def wandb_mode(configured: str | None) -> str:
     return configured
 
 
-def check_wandb_credentials(cfg: Mapping[str, Any]) -> None:
-    """Refuse (ConfigError) a wandb logger that would run online without an API key, before the run starts."""
-    if cfg.get("name", "none") != "wandb" or wandb_mode(cfg.get("mode", "auto")) != "online" or has_wandb_key():
+def check_wandb_credentials(mode: str | None) -> None:
+    """Refuse (ConfigError) a wandb logger in `logger.mode` that would run online without an API key, before the run
+    starts."""
+    if wandb_mode(mode) != "online" or has_wandb_key():
         return
     from rsd.errors import ConfigError
 
-    source = "WANDB_MODE=online" if os.environ.get("WANDB_MODE") else f"logger.mode={cfg.get('mode')}"
+    source = "WANDB_MODE=online" if os.environ.get("WANDB_MODE") else f"logger.mode={mode}"
     raise ConfigError(f"{source} needs a W&B API key and none is set (WANDB_API_KEY or `wandb login`): log in, or "
                       "use logger.mode=offline (sync later with `wandb sync`)")
 
@@ -92,14 +95,13 @@ def check_wandb_credentials(cfg: Mapping[str, Any]) -> None:
 class WandbLogger:
     """One wandb run per harness run: the resolved config, per-prompt metrics, and the summary."""
 
-    def __init__(self, cfg: Mapping[str, Any], plan: RunInfo) -> None:
+    def __init__(self, cfg: LoggerConfig, plan: RunInfo) -> None:
         import wandb
 
-        mode = wandb_mode(cfg.get("mode", "auto"))
         self.wandb = wandb
         self.run = wandb.init(
-            project=cfg.get("project", "rsd"), entity=cfg.get("entity"), mode=mode, dir=str(plan.run_dir),
-            name=plan.run_dir.name, group=cfg.get("group"), tags=list(cfg.get("tags") or []),
+            project=cfg.project, entity=cfg.entity, mode=wandb_mode(cfg.mode), dir=str(plan.run_dir),
+            name=plan.run_dir.name, group=cfg.group, tags=list(cfg.tags or []),
             config={**plan.identity, "method": plan.method, "shape": plan.shape}, reinit="finish_previous",
         )
 
@@ -116,6 +118,6 @@ class WandbLogger:
         self.run.finish()
 
 
-def make_logger(cfg: Mapping[str, Any], plan: RunInfo) -> Logger:
-    """The logger `cfg["name"]` names (rsd.registry.LOGGERS), for the run `plan`."""
-    return lookup(LOGGERS, cfg.get("name", "none"))(cfg, plan)
+def make_logger(cfg: LoggerConfig, plan: RunInfo) -> Logger:
+    """The logger `cfg.name` names (rsd.registry.LOGGERS), for the run `plan`."""
+    return lookup(LOGGERS, cfg.name)(cfg, plan)

@@ -26,11 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rsd.budgets import Budget
 from rsd.errors import RsdError
 from rsd.models.source import ModelSource, pair_sources
 from rsd.paths import CONF_DIR
-from rsd.selection import selection_config
+from rsd.schema import Dataset, ModelPairConfig
 from rsd.sweep import expand_jobs
 
 PAPER_MODELS = CONF_DIR / "paper_models.yaml"
@@ -70,6 +69,18 @@ class PairEstimate:
     @property
     def fits(self) -> bool:
         return self.need <= self.capacity
+
+
+@dataclass
+class PairNeed:
+    """What a sweep's jobs ask of one model pair: a draft model, the largest tree, the most new tokens and the
+    longest prompt (None: unbounded)."""
+
+    pair: ModelPairConfig
+    draft: bool = False
+    tree: int = 0
+    max_new: int = 0
+    prompt: int | None = 0
 
 
 @dataclass
@@ -198,10 +209,10 @@ def kv_bytes_per_token(config: Any, dtype_bytes: int) -> int:
     return 2 * config.num_hidden_layers * kv_heads * head_dim * dtype_bytes
 
 
-def prompt_bound(dataset: Mapping[str, Any]) -> int | None:
+def prompt_bound(dataset: Dataset) -> int | None:
     """An upper bound on the longest prompt's tokens for built-in and local sets (UTF-8 bytes + a chat template);
     None for hub sets (not read here)."""
-    if dataset.get("source", "builtin") == "hub":
+    if dataset.source == "hub":
         return None
     from rsd.data import load_examples
 
@@ -249,7 +260,7 @@ def launcher_resources(launcher: Mapping[str, Any]) -> tuple[int | None, float |
     return gpus, float(mem) if mem is not None else None
 
 
-def estimate_pair(mp: Mapping[str, Any], target: ModelInfo, draft: ModelInfo | None, prompt: int | None,
+def estimate_pair(mp: ModelPairConfig, target: ModelInfo, draft: ModelInfo | None, prompt: int | None,
                   generated: int, gpus_requested: int | None, job_memory_gb: float | None = None
                   ) -> PairEstimate | None:
     """Memory a pair needs (weights + KV cache + prefill logits) for a prompt of `prompt` tokens (None: the full
@@ -257,7 +268,7 @@ def estimate_pair(mp: Mapping[str, Any], target: ModelInfo, draft: ModelInfo | N
     GPUs and memory when it requests them, else this machine's)."""
     if target.config is None or target.params is None:
         return None
-    dtype = str(mp.get("dtype") or "float32")
+    dtype = str(mp.dtype or "float32")
     nbytes = DTYPE_BYTES.get(dtype, 4)
     models = [target] + ([draft] if draft is not None and draft.config is not None else [])
     context = min(int(getattr(m.config, "max_position_embeddings", 0) or 1 << 30) for m in models)
@@ -266,7 +277,7 @@ def estimate_pair(mp: Mapping[str, Any], target: ModelInfo, draft: ModelInfo | N
     kv = sum(kv_bytes_per_token(m.config, nbytes) for m in models) * tokens
     logits = tokens * target.config.vocab_size * 4  # the prefill's logits, made float32 by the sampling transform
     visible, per_gpu, source = gpu_memory()
-    device = str(mp.get("device") or "auto")
+    device = str(mp.device or "auto")
     n_gpus = gpus_requested if gpus_requested is not None else visible
     if device == "cpu" or n_gpus == 0:
         ram = job_memory_gb * GB if job_memory_gb is not None else host_memory()
@@ -274,12 +285,12 @@ def estimate_pair(mp: Mapping[str, Any], target: ModelInfo, draft: ModelInfo | N
         devices = f"CPU RAM {ram / GB:.0f} GB" + (" (hydra.launcher.mem_gb)" if job_memory_gb is not None else "")
         needed = None
     else:
-        used = n_gpus if mp.get("device_map") else 1
+        used = n_gpus if mp.device_map else 1
         capacity = USABLE * used * per_gpu
         devices = (f"{used} of {n_gpus} GPU(s) x {per_gpu / GB:.0f} GB ({source})"
-                   + ("" if mp.get("device_map") else ", device_map=null: one GPU"))
+                   + ("" if mp.device_map else ", device_map=null: one GPU"))
         needed = math.ceil((weights + kv + logits) / (USABLE * per_gpu))
-    return PairEstimate(str(mp["name"]), dtype, tokens, weights / GB, kv / GB, logits / GB, devices, capacity / GB,
+    return PairEstimate(mp.name, dtype, tokens, weights / GB, kv / GB, logits / GB, devices, capacity / GB,
                         needed)
 
 
@@ -289,8 +300,8 @@ def model_info(source: ModelSource) -> ModelInfo:
     return ModelInfo(source.spec, ok, where, count_params(config) if config is not None else None, facts_from, config)
 
 
-def dataset_key(ds: Mapping[str, Any]) -> str:
-    return f"{ds['name']} ({ds['hub_id']}, {ds.get('split')})" if ds.get("source") == "hub" else str(ds["name"])
+def dataset_key(ds: Dataset) -> str:
+    return f"{ds.name} ({ds.hub_id}, {ds.split})" if ds.source == "hub" else ds.name
 
 
 SKIPPABLE = ("memory", "models", "datasets")  # the checks build_plan may be told to skip
@@ -301,6 +312,7 @@ def build_plan(overrides: list[str], launcher: Mapping[str, Any] | None = None,
     """Compose every job of the sweep, plan its runs (validation included) and check what they need: memory against
     `launcher` (the launcher config the jobs get; by default the one the overrides compose), models and datasets.
     A check named in `skip` (see SKIPPABLE) is still printed but refuses nothing."""
+    from rsd.config import RunConfig, resolve_config
     from rsd.data import dataset_status
     from rsd.runs import plan_runs
 
@@ -310,61 +322,60 @@ def build_plan(overrides: list[str], launcher: Mapping[str, Any] | None = None,
     plan = SweepPlan(overrides, len(jobs), gpus_requested=gpus, job_memory_gb=job_memory)
     plan.gpus_visible = gpu_memory()[0]
     seen_dirs: set[str] = set()
-    pairs: dict[str, dict] = {}  # per model pair: the largest draft tree, max_new_tokens and prompt bound it meets
+    pairs: dict[str, PairNeed] = {}  # per model pair: the largest draft tree, max_new_tokens and prompt bound it meets
     prompts_of: dict[str, int | None] = {}
     for job, conf in zip(jobs, confs):
         try:
-            runs = plan_runs(conf)
+            rc: RunConfig = resolve_config(conf)
+            runs = plan_runs(rc)
         except RsdError as err:
             plan.job_errors.append(f"job {' '.join(job)}: {err}")
             continue
-        ds = conf["dataset"]
-        key = dataset_key(ds)
+        key = dataset_key(rc.dataset)
         if key not in plan.datasets:
-            plan.datasets[key] = dataset_status(ds)
+            plan.datasets[key] = dataset_status(rc.dataset)
             try:
-                prompts_of[key] = prompt_bound(ds) if plan.datasets[key][0] else None
+                prompts_of[key] = prompt_bound(rc.dataset) if plan.datasets[key][0] else None
             except RsdError as err:
                 plan.problems.append(f"dataset {key}: {err}")
                 prompts_of[key] = None
-        n_prompts, max_new = ds.get("num_prompts"), int(conf["sampling"]["max_new_tokens"])
-        select = selection_config(conf["budget"]) if conf["budget"].get("kind") == "fixed_compute" else None
+        n_prompts, max_new = rc.dataset.num_prompts, rc.sampling.max_new_tokens
+        select = rc.select if rc.budget.kind == "fixed_compute" else None
         tuned = select is not None and len(runs) > 1  # every shape on the tuning prompts, the best on the others
         for run in runs:
             if str(run.run_dir) in seen_dirs:
                 continue  # AR runs are shared by every budget: one directory, one run
             seen_dirs.add(str(run.run_dir))
-            tag = Budget.from_config(conf["budget"]).tag if run.identity["budget"] is not None else "-"
+            tag = rc.budget.tag if run.make_drafter().draft_length > 0 else "-"
             plan.runs[(run.method, tag)] += 1
             if tuned:
-                plan.new_tokens += select["prompts"] * (select["new_tokens"] or max_new)
+                plan.new_tokens += select.prompts * (select.new_tokens or max_new)
             elif n_prompts is None:
                 plan.unknown_prompts = True
             else:
-                plan.new_tokens += int(n_prompts) * max_new
+                plan.new_tokens += n_prompts * max_new
         if tuned:
             if n_prompts is None:
                 plan.unknown_prompts = True
             else:
-                plan.new_tokens += min(select["top"], len(runs)) * int(n_prompts) * max_new
-        need = pairs.setdefault(conf["model_pair"]["name"], {"conf": conf, "draft": False, "tree": 0, "max_new": 0,
-                                                             "prompt": 0})
-        need["draft"] |= any(r.make_drafter().uses_draft_model for r in runs)
-        need["tree"] = max([need["tree"]] + [r.make_drafter().max_tree_size for r in runs])
-        need["max_new"] = max(need["max_new"], int(conf["sampling"]["max_new_tokens"]))
+                plan.new_tokens += min(select.top, len(runs)) * n_prompts * max_new
+        need = pairs.setdefault(rc.model_pair.name, PairNeed(rc.model_pair))
+        need.draft |= any(r.make_drafter().uses_draft_model for r in runs)
+        need.tree = max([need.tree] + [r.make_drafter().max_tree_size for r in runs])
+        need.max_new = max(need.max_new, max_new)
         bound = prompts_of.get(key)
-        need["prompt"] = None if bound is None or need["prompt"] is None else max(need["prompt"], bound)
+        need.prompt = None if bound is None or need.prompt is None else max(need.prompt, bound)
     for need in pairs.values():
-        mp, uses_draft = need["conf"]["model_pair"], need["draft"]
+        mp, uses_draft = need.pair, need.draft
         sources = pair_sources(mp)
-        draft = sources.draft if uses_draft and mp.get("draft") else None
-        tokenizer = [sources.tokenizer] if mp.get("tokenizer") else []
+        draft = sources.draft if uses_draft and mp.draft else None
+        tokenizer = [sources.tokenizer] if mp.tokenizer else []
         for source in [sources.target] + ([draft] if draft is not None else []) + tokenizer:
             if source.spec not in plan.models:
                 plan.models[source.spec] = model_info(source)
         target = plan.models[sources.target.spec]
         draft_info = model_info(draft) if draft is not None else None  # a tiny draft shares the target's spec
-        est = estimate_pair(mp, target, draft_info, need["prompt"], need["max_new"] + need["tree"], plan.gpus_requested,
+        est = estimate_pair(mp, target, draft_info, need.prompt, need.max_new + need.tree, plan.gpus_requested,
                             plan.job_memory_gb)
         if est is not None:
             plan.pairs.append(est)

@@ -12,10 +12,10 @@ import math
 import time
 import traceback
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 
 from rsd.budgets import shape_tag
 from rsd.config import RunConfig, Selection
@@ -24,7 +24,7 @@ from rsd.execute import execute
 from rsd.metrics import metric_name
 from rsd.models.pairs import ModelPair, load_pair, load_pair_tokenizer, pair_context_length
 from rsd.prompts import check_context, prepare_prompts
-from rsd.runs import RunPlan, plan_runs, resolved, run_inputs
+from rsd.runs import RunPlan, plan_runs, run_inputs
 from rsd.selection import SELECTED_BY, prompt_mean_score, rank_shapes, split_tuning
 from rsd.store import (
     RunLock,
@@ -45,22 +45,22 @@ BUSY_POLL_S = 2.0
 BUSY_WAIT_S = 0.0
 
 
-def run(cfg: RunConfig | DictConfig | Mapping) -> list[dict]:
-    """Resolve (every check before any model loads), then execute every run of `cfg`; returns the summaries of its
-    runs (less any another process holds). When every run is already complete, no model or tokenizer is loaded.
+def run(rc: RunConfig) -> list[dict]:
+    """Execute every run of a resolved config (rsd.config.resolve_config: every check before any model loads);
+    returns the summaries of its runs (less any another process holds). When every run is already complete, no
+    model or tokenizer is loaded.
 
     With `budget.select` at a fixed target compute, every shape first runs on the tuning prompts and only the best
     shape(s) run on the evaluation prompts (rsd.selection).
     """
-    rc = resolved(cfg)  # a bad config fails here, before the dataset is read
     select = rc.select if rc.budget.kind == "fixed_compute" else None
     if select is not None and len(rc.drafter.shapes) > 1:
-        examples, tuning = split_tuning(load_examples({**rc.dataset.spec, "num_prompts": None}),
+        examples, tuning = split_tuning(load_examples(replace(rc.dataset, num_prompts=None)),
                                         rc.dataset.num_prompts, select.prompts, select.offset)
         tune_rc = rc.for_tuning()
         tune_plans = plan_runs(tune_rc, run_inputs(tune_rc, tuning))
     else:
-        examples, tuning, tune_plans = load_examples(rc.dataset.spec), [], []
+        examples, tuning, tune_plans = load_examples(rc.dataset), [], []
     inputs = run_inputs(rc, examples)
     plans = plan_runs(rc, inputs)
     prompt_ids, tuning_ids = [ex.id for ex in examples], [ex.id for ex in tuning]
@@ -86,9 +86,9 @@ def run(cfg: RunConfig | DictConfig | Mapping) -> list[dict]:
     # Prompt lengths need only the tokenizer and the model configs: checked before any weights load.
     prompts, truncated = prompts_for(rc, examples + tuning)
     check_context(prompts, rc.sampling.max_new_tokens, max(p.make_drafter().max_tree_size for p in plans),
-                  pair_context_length(rc.model_pair.spec, need_draft))
+                  pair_context_length(rc.model_pair, need_draft))
     prompts, tune_prompts = prompts[: len(examples)], prompts[len(examples):]
-    pair = load_pair(rc.model_pair.spec, need_draft=need_draft)
+    pair = load_pair(rc.model_pair, need_draft=need_draft)
     if run_inputs(rc, examples) != inputs:  # loading fetched a hub model: its revision now names the runs
         return run(rc)
     if tune_plans:  # the ranking needs every tuning run: wait for those another process holds, however long
@@ -134,7 +134,7 @@ def _execute_all(jobs: list[tuple[RunPlan, dict]], pair: ModelPair, prompts: lis
 def prompts_for(rc: RunConfig, examples: list[Example]) -> tuple[list[tuple[Example, list[int]]], dict[str, int]]:
     """`prepare_prompts` with the config's tokenizer, chat template and dataset.max_prompt_tokens: the token ids a
     run of `rc` decodes (calibration rebuilds them the same way)."""
-    return prepare_prompts(examples, load_pair_tokenizer(rc.model_pair.spec), rc.model_pair.chat,
+    return prepare_prompts(examples, load_pair_tokenizer(rc.model_pair), rc.model_pair.chat,
                            rc.dataset.max_prompt_tokens)
 
 

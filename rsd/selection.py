@@ -27,35 +27,6 @@ SELECTED_BY = {"prompt_mean": "expected block efficiency, mean over the tuning p
                "ratio_of_sums": "expected block efficiency, run-level ratio of sums over the tuning prompts"}
 
 
-def _is_int(value: Any, least: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
-
-
-def selection_config(budget_cfg: Mapping[str, Any]) -> dict | None:
-    """The validated `budget.select` block (prompts, top, offset, new_tokens), or None when selection is off."""
-    sel = budget_cfg.get("select")
-    if not sel or not sel.get("prompts"):
-        return None
-    prompts, top = sel.get("prompts"), sel.get("top", 1)
-    offset, new_tokens = sel.get("offset"), sel.get("new_tokens")
-    if not _is_int(prompts, 1):
-        raise ConfigError(f"budget.select.prompts must be a positive integer (tuning prompts), got {prompts!r}")
-    if not _is_int(top, 1):
-        raise ConfigError(f"budget.select.top must be a positive integer (shapes kept per method), got {top!r}")
-    if offset is not None and not _is_int(offset, 0):
-        raise ConfigError(f"budget.select.offset must be null (the dataset's last prompts) or the index of the first "
-                          f"tuning prompt, an integer >= 0, got {offset!r}")
-    if new_tokens is not None and not _is_int(new_tokens, 1):
-        raise ConfigError(f"budget.select.new_tokens must be null (as sampling.max_new_tokens) or a positive integer "
-                          f"(new tokens per tuning prompt), got {new_tokens!r}")
-    by = sel.get("by", "prompt_mean")
-    if by not in RANKINGS:
-        raise ConfigError(f"budget.select.by={by!r} is not a ranking of tuning runs; use {' or '.join(RANKINGS)} "
-                          "(prompt_mean: the mean over tuning prompts of per-prompt expected block efficiency, as the "
-                          "report's tables; ratio_of_sums: total expected tokens / total target calls)")
-    return {"prompts": prompts, "top": top, "offset": offset, "new_tokens": new_tokens, "by": by}
-
-
 def split_tuning(examples: Sequence[T], num_eval: int | None, num_tune: int, offset: int | None = None
                  ) -> tuple[list[T], list[T]]:
     """(evaluation, tuning): the first `num_eval` examples (default: all before the tuning ones) and `num_tune` from

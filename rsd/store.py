@@ -31,6 +31,7 @@ from typing import Any
 from rsd.errors import ConfigError, RsdError
 from rsd.metrics import summarize_records
 from rsd.records import Record, RecordError, Summary, SummaryError
+from rsd.schema import ModelPairConfig
 
 _COMPONENT_MAX = 80
 
@@ -69,13 +70,13 @@ def examples_digest(examples: Sequence[Any]) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def model_fingerprint(pair_cfg: Mapping[str, Any]) -> dict:
+def model_fingerprint(pair: ModelPairConfig) -> dict:
     """Fingerprints of every model file set a `model_pair` config names (target, draft, tokenizer): what identifies
     the weights each spec resolves to, without loading them (rsd.models.source.ModelSource.fingerprint)."""
     from rsd.models.source import model_source
 
-    return {role: model_source(str(pair_cfg[role])).fingerprint() for role in ("target", "draft", "tokenizer")
-            if pair_cfg.get(role)}
+    specs = {"target": pair.target, "draft": pair.draft, "tokenizer": pair.tokenizer}
+    return {role: model_source(spec).fingerprint() for role, spec in specs.items() if spec}
 
 
 def identity_digest(identity: Mapping[str, Any]) -> str:

@@ -19,7 +19,6 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from rsd.budgets import Budget
 from rsd.errors import ConfigError
 from rsd.logger import check_wandb_credentials
 from rsd.metrics import TASK_METRIC
@@ -27,7 +26,7 @@ from rsd.models.source import model_source
 from rsd.models.spec import STATIC_MODES
 from rsd.paths import CONF_DIR
 from rsd.registry import DATASETS, LOGGERS, TINY_MODELS, lookup
-from rsd.selection import selection_config
+from rsd.schema import Tiny, budget_from, from_dict, selection_from
 
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 WANDB_MODES = ("auto", "online", "offline", "disabled")
@@ -121,7 +120,7 @@ def _check_dataset(d: Mapping[str, Any]) -> None:
 
 
 def _check_budget(b: Mapping[str, Any]) -> None:
-    Budget.from_config(b)
+    budget_from(b)
     shape = b.get("shape")
     if shape is not None and not isinstance(shape, Mapping):
         raise ConfigError(f"budget.shape={shape!r} must be a mapping of shape keys, e.g. "
@@ -131,7 +130,7 @@ def _check_budget(b: Mapping[str, Any]) -> None:
         raise ConfigError(f"budget.select={select!r} must be null or a mapping with prompts (tuning prompts), "
                           "top (shapes kept) and optionally offset, new_tokens and by, "
                           "e.g. 'budget.select={prompts:4,top:1}'")
-    selection_config(b)
+    selection_from(b)
 
 
 def _check_tiny(m: Mapping[str, Any]) -> None:
@@ -207,7 +206,7 @@ def _check_draft_kind(m: Mapping[str, Any]) -> None:
                               "head reads the target's hidden states from eager forwards): set model_pair."
                               f"{key} to null")
     draft, target = m.get("draft"), m.get("target")
-    target_source = model_source(str(target), m.get("tiny"))
+    target_source = model_source(str(target), from_dict(Tiny, m["tiny"], "model_pair.tiny") if m.get("tiny") else None)
     head = target_source.draft_for(str(draft), "feature_head")
     if head.missing():
         raise ConfigError(f"model_pair.draft={draft!r} holds no feature_head.json, but model_pair.draft_kind is "
@@ -281,7 +280,7 @@ def _check_logger(lg: Mapping[str, Any]) -> None:
     if env and env not in WANDB_ENV_MODES:
         raise ConfigError(f"the environment variable WANDB_MODE={env!r} is not a wandb mode: set it to online, "
                           "offline or disabled, or unset it to use logger.mode")
-    check_wandb_credentials(lg)
+    check_wandb_credentials(mode)
 
 
 def check_out_dir(out_dir: Any, key: str = "out_dir", must_write: bool = False) -> None:

@@ -10,6 +10,7 @@ import pandas as pd
 import torch
 from hydra import compose, initialize_config_dir
 
+from rsd.config import RunConfig, resolve_config
 from rsd.engine import tree_inputs
 from rsd.models.adapter import CausalLM
 from rsd.paths import CONF_DIR
@@ -33,6 +34,11 @@ def compose_cfg(*overrides: str):
     """The resolved config `python run.py OVERRIDES` would see: Hydra composes each override list once per test
     process (the presets' jobs recur across the config, docs and store tests); every call gets its own copy."""
     return copy.deepcopy(_composed(overrides))
+
+
+def run_cfg(*overrides: str) -> RunConfig:
+    """The typed, checked config `python run.py OVERRIDES` runs (rsd.config.resolve_config of `compose_cfg`)."""
+    return resolve_config(compose_cfg(*overrides))
 
 
 # ------------------------------------------------------------------------ synthetic run directories (analysis, store)

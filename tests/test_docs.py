@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from helpers import CONF, ROOT, compose_cfg, representative_jobs
+from helpers import CONF, ROOT, representative_jobs, run_cfg
 from rsd.runs import plan_runs
 from rsd.sweep import expand_jobs
 
@@ -96,7 +96,7 @@ def test_documented_command_composes_and_plans(argv):
         overrides = make_tasks_module().split_argv(overrides)[1]
     jobs = representative_jobs(expand_jobs(overrides)) if sweep else [overrides]
     for job in jobs:
-        assert plan_runs(compose_cfg(*job)), job
+        assert plan_runs(run_cfg(*job)), job
 
 
 def test_no_message_or_doc_recommends_huggingface_cli():

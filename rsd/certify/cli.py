@@ -30,6 +30,7 @@ from hydra.errors import HydraException
 
 from rsd.certify.suite import certify
 from rsd.certify.usefulness import USEFUL_PROMPTS, USEFUL_TOKENS
+from rsd.config import resolve_config
 from rsd.drafters.base import Drafter
 from rsd.errors import ConfigError, RsdError, one_line
 from rsd.oracles import FALSE_ALARM
@@ -45,7 +46,7 @@ def compose_drafters(overrides: list[str]) -> list[tuple[str, Drafter]]:
             cfg = compose(config_name="config", overrides=defaults + overrides)
     except HydraException as err:
         raise ConfigError(str(err)) from None
-    return [(plan.method, plan.make_drafter()) for plan in plan_runs(cfg)]
+    return [(plan.method, plan.make_drafter()) for plan in plan_runs(resolve_config(cfg))]
 
 
 def main(argv: list[str] | None = None) -> int:

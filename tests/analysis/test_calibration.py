@@ -6,17 +6,19 @@ from pathlib import Path
 import torch
 
 from analysis.calibration import calibrate_run, main
-from helpers import compose_cfg
+from helpers import run_cfg
 from rsd.data import load_examples
 from rsd.models.pairs import load_pair
 from rsd.runner import run
+from rsd.schema import stored_blocks
 
 
 @torch.inference_mode()
 def greedy_rewrite(run_dir: Path, summary: dict) -> None:
     """Replace every recorded continuation by the target's greedy one of the same length (a biased 'method')."""
-    pair = load_pair(summary["config"]["model_pair"], need_draft=False)
-    prompts = {ex.id: pair.encode_prompt(ex.prompt) for ex in load_examples(summary["config"]["dataset"])}
+    pair_cfg, dataset, _ = stored_blocks(summary["config"])
+    pair = load_pair(pair_cfg, need_draft=False)
+    prompts = {ex.id: pair.encode_prompt(ex.prompt) for ex in load_examples(dataset)}
     records = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
     for r in records:
         seq = list(prompts[r["prompt_id"]])
@@ -27,8 +29,8 @@ def greedy_rewrite(run_dir: Path, summary: dict) -> None:
 
 
 def test_lossless_run_is_calibrated_and_a_greedy_rewrite_is_not(tmp_path):
-    [summary] = run(compose_cfg("model_pair=tiny_llama", "model_pair.tiny.init_std=0.2", "drafter=rsd_s",
-                                "dataset.num_prompts=6", "sampling.max_new_tokens=60", f"out_dir={tmp_path}"))
+    [summary] = run(run_cfg("model_pair=tiny_llama", "model_pair.tiny.init_std=0.2", "drafter=rsd_s",
+                            "dataset.num_prompts=6", "sampling.max_new_tokens=60", f"out_dir={tmp_path}"))
     run_dir = Path(summary["run_dir"])
     good = calibrate_run(run_dir)
     assert good.tokens == summary["new_tokens"] and good.passed, good

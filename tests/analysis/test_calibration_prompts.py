@@ -5,21 +5,22 @@ from pathlib import Path
 
 from analysis.calibration import calibrate_run
 from analysis.load import completed, find_run_dirs
-from helpers import compose_cfg
+from helpers import run_cfg
 from rsd.models.pairs import load_pair
 from rsd.runner import run
+from rsd.schema import stored_blocks
 
 
 def test_calibration_uses_the_runs_truncated_prompts_and_its_tuning_split(tmp_path):
     """A run with dataset.max_prompt_tokens and budget.select: every run directory (tuning runs included) is
     calibrated, and each forward pass reads the record's prompt as decoded (its recorded length), not the full text."""
-    run(compose_cfg("model_pair=tiny_llama", "drafter=spectr", "budget=fixed_compute", "budget.target_tokens=2",
-                    "budget.select={prompts:2,top:1}", "dataset.num_prompts=2", "dataset.max_prompt_tokens=12",
-                    "sampling.max_new_tokens=6", f"out_dir={tmp_path}"))
+    run(run_cfg("model_pair=tiny_llama", "drafter=spectr", "budget=fixed_compute", "budget.target_tokens=2",
+                "budget.select={prompts:2,top:1}", "dataset.num_prompts=2", "dataset.max_prompt_tokens=12",
+                "sampling.max_new_tokens=6", f"out_dir={tmp_path}"))
     dirs = completed(find_run_dirs([tmp_path]))
     assert len(dirs) == 3  # two tuning runs (K1xL2, K2xL1) and the selected one
     summary = json.loads((dirs[0] / "summary.json").read_text())
-    pair = load_pair(summary["config"]["model_pair"], need_draft=False)
+    pair = load_pair(stored_blocks(summary["config"])[0], need_draft=False)
     forward = pair.target.model.forward
     seen = []
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import compose_cfg
+from helpers import run_cfg
 from rsd.budgets import TooManyRunsError
 from rsd.runs import plan_runs
 
@@ -13,8 +13,8 @@ RSDC_B6 = ("drafter=rsd_c", "budget=fixed_compute", "budget.target_tokens=6")
 
 def test_a_config_with_exactly_max_runs_shapes_plans_them_all() -> None:
     """RSD-C at B = 6 has 10 branching vectors: max_runs=10 plans all 10, max_runs=9 names the cap to raise."""
-    shapes = [p.shape["branching"] for p in plan_runs(compose_cfg(*RSDC_B6, "budget.max_runs=null"))]
+    shapes = [p.shape["branching"] for p in plan_runs(run_cfg(*RSDC_B6, "budget.max_runs=null"))]
     assert len(shapes) == len({tuple(s) for s in shapes}) == 10
-    assert [p.shape["branching"] for p in plan_runs(compose_cfg(*RSDC_B6, "budget.max_runs=10"))] == shapes
+    assert [p.shape["branching"] for p in plan_runs(run_cfg(*RSDC_B6, "budget.max_runs=10"))] == shapes
     with pytest.raises(TooManyRunsError, match=r"more than budget\.max_runs=9;.*raise budget\.max_runs=10"):
-        plan_runs(compose_cfg(*RSDC_B6, "budget.max_runs=9"))
+        plan_runs(run_cfg(*RSDC_B6, "budget.max_runs=9"))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from helpers import CONF, ROOT, compose_cfg
+from helpers import CONF, ROOT, compose_cfg, run_cfg
 from rsd.models import pairs
 from rsd.models.embedded import ModelUnavailableError
 from rsd.models.source import model_source
@@ -122,7 +122,7 @@ def test_model_status_sources(tmp_path, monkeypatch):
 
 
 def test_a_single_job_fails_at_once_for_a_missing_hub_model():
-    cfg = OmegaConf.to_container(compose_cfg("model_pair=opt_125m_13b").model_pair)
+    cfg = run_cfg("model_pair=opt_125m_13b").model_pair
     start = time.monotonic()
     with pytest.raises(ModelUnavailableError, match="hf download facebook/opt-13b"):
         pairs.load_pair(cfg)

@@ -18,6 +18,7 @@ from rsd.models.embedded import SHIPPED_DRAFTS
 from rsd.paths import CONF_DIR
 from rsd.registry import DATASETS, DRAFTERS, EMBEDDED_MODELS, LOGGERS, RULES, TINY_MODELS, VERIFIERS, Registry, lookup
 from rsd.rules import get_rule, sd_rule
+from rsd.schema import LoggerConfig
 from rsd.verify.walk import Walk
 
 ALL = (DRAFTERS, VERIFIERS, RULES, LOGGERS, DATASETS, TINY_MODELS, EMBEDDED_MODELS)
@@ -88,10 +89,10 @@ def test_a_users_dotted_path_is_imported_for_every_open_kind(monkeypatch):
     assert lookup(RULES, "rsd.rules.sd_rule") is sd_rule
     q = torch.tensor([0.5, 0.5])
     assert get_rule(f"{__name__}.rule_of_mine")(q, q, torch.tensor([1])) == "mine"
-    logger = make_logger({"name": f"{__name__}.ListLogger", "project": "x"}, plan=None)
+    logger = make_logger(LoggerConfig(f"{__name__}.ListLogger", project="x"), plan=None)
     logger.log_prompt(0, {})
-    assert isinstance(logger, ListLogger) and logger.lines == [0] and logger.cfg["project"] == "x"
-    assert isinstance(make_logger({}, plan=None), NullLogger)
+    assert isinstance(logger, ListLogger) and logger.lines == [0] and logger.cfg.project == "x"
+    assert isinstance(make_logger(LoggerConfig(), plan=None), NullLogger)
 
 
 def rule_of_mine(q, p, candidates):

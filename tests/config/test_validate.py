@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import CONF, ROOT, compose_cfg
+from helpers import CONF, ROOT, compose_cfg, run_cfg
 from rsd import runner
 from rsd.budgets import (
     MAX_ENUMERATED_SHAPES,
-    Budget,
     TooManyRunsError,
     branching_vectors,
     count_branching_vectors,
@@ -31,6 +30,7 @@ from rsd.errors import ConfigError
 from rsd.logger import wandb_mode
 from rsd.models import embedded, hub
 from rsd.runs import plan_runs
+from rsd.schema import budget_from
 from rsd.sweep import expand_jobs
 
 READ_ONLY = "/proc/rsd-results"  # not writable even by root
@@ -155,7 +155,7 @@ def refusal(case: Case, tmp_path: Path, monkeypatch) -> str:
     out = tmp_path / "out"
     before = sorted(tmp_path.rglob("*"))
     with pytest.raises(ConfigError) as info:
-        runner.run(compose_cfg(f"out_dir={out}", *overrides))
+        runner.run(run_cfg(f"out_dir={out}", *overrides))
     assert sorted(tmp_path.rglob("*")) == before  # nothing written: no out_dir, no probe left behind
     message = str(info.value)
     for name, place in places.items():
@@ -200,7 +200,7 @@ def test_valid_neighbours_of_the_bad_inputs_pass():
                       ["drafter=rsd_c", "budget=fixed_compute", "budget.target_tokens=1000", "budget.max_depth=3"],
                       ["drafter=spectr", "budget=fixed_compute", "+budget.shape={num_sequences:2}"],
                       ["+drafter.verifier=walk"], ["model_pair.target=facebook/opt-125m"], [f"out_dir={ROOT}"]):
-        assert plan_runs(compose_cfg(*overrides)), overrides
+        assert plan_runs(run_cfg(*overrides)), overrides
 
 
 def test_cli_refusal_exits_2_with_one_line_and_leaves_nothing(tmp_path):
@@ -277,17 +277,17 @@ def test_fixed_compute_presets_plan_under_the_cap(preset):
     jobs = expand_jobs([f"experiment={preset}", "drafter=rsd_c", "budget.max_depth=4", "model_pair=tiny_llama",
                         "dataset=dolly_builtin"])
     assert len(jobs) == 5
-    sizes = [len(plan_runs(compose_cfg(*job))) for job in jobs]
+    sizes = [len(plan_runs(run_cfg(*job))) for job in jobs]
     assert sizes == [8, 13, 15, 21, 34]  # B = 6, 10, 14, 21, 30 at depth <= 4
-    assert max(sizes) <= compose_cfg("budget=fixed_compute").budget.max_runs == Budget.from_config({
+    assert max(sizes) <= compose_cfg("budget=fixed_compute").budget.max_runs == budget_from({
         "kind": "fixed_compute", "target_tokens": 1}).max_runs
     with pytest.raises(TooManyRunsError, match="438 shapes"):
-        plan_runs(compose_cfg(f"experiment={preset}", "drafter=rsd_c", "budget.target_tokens=30"))
+        plan_runs(run_cfg(f"experiment={preset}", "drafter=rsd_c", "budget.target_tokens=30"))
 
 
 def test_embedded_study_plans_every_shape_of_depth_at_most_5_under_the_cap():
     jobs = expand_jobs(["experiment=fig_smollm2_fixed_compute", "drafter=rsd_c", "dataset=dolly_builtin"])
-    assert [len(plan_runs(compose_cfg(*job))) for job in jobs] == [9, 16, 21, 34, 53]  # B = 6, 10, 14, 21, 30
+    assert [len(plan_runs(run_cfg(*job))) for job in jobs] == [9, 16, 21, 34, 53]  # B = 6, 10, 14, 21, 30
 
 
 # ---- environment hygiene --------------------------------------------------------------------------------------------

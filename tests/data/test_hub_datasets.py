@@ -3,13 +3,14 @@ Parquet and as `save_to_disk` Arrow directories, read through the same `load_hub
 field by field. Also the dataset-level bad inputs (non-UTF-8 bytes, a non-string reference, too many prompts)."""
 
 import json
+from dataclasses import replace
 
 import datasets
 import pytest
 
-from helpers import compose_cfg
-from rsd.config import to_dict
+from helpers import run_cfg
 from rsd.data import BUILTIN_DIR, DatasetError, dataset_status, load_examples, read_jsonl
+from rsd.schema import Dataset
 from rsd.selection import split_tuning
 
 XSUM = [{"document": f"Article {i} about the harbour.\nSecond line {i}.", "summary": f"Summary {i}.",
@@ -28,8 +29,8 @@ def _datasets_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf-datasets-cache"))
 
 
-def dataset_cfg(name: str, hub_id, *overrides: str) -> dict:
-    return to_dict(compose_cfg(f"dataset={name}", f"dataset.hub_id={hub_id}", *overrides).dataset)
+def dataset_cfg(name: str, hub_id, *overrides: str) -> Dataset:
+    return run_cfg(f"dataset={name}", f"dataset.hub_id={hub_id}", *overrides).dataset
 
 
 def write_parquet(rows: list[dict], path) -> None:
@@ -49,7 +50,7 @@ def test_xsum_parquet_directory_with_split_files(tmp_path):
     write_parquet(XSUM[:2], tmp_path / "xsum" / "data" / "train-00000-of-00001.parquet")
     cfg = dataset_cfg("xsum", tmp_path / "xsum", "dataset.num_prompts=null")
     check_xsum(load_examples(cfg))  # the test split, not train
-    assert [ex.id for ex in load_examples({**cfg, "num_prompts": 4})] == [r["id"] for r in XSUM[:4]]
+    assert [ex.id for ex in load_examples(replace(cfg, num_prompts=4))] == [r["id"] for r in XSUM[:4]]
 
 
 def test_xsum_save_to_disk_dict_and_a_single_parquet_file(tmp_path):
@@ -77,7 +78,7 @@ def test_wmt_subset_directory_and_subset_on_a_directory_without_configs(tmp_path
     write_parquet(WMT, tmp_path / "wmt18" / "de-en" / "test-00000-of-00001.parquet")
     write_parquet(WMT[:1], tmp_path / "wmt18" / "cs-en" / "test-00000-of-00001.parquet")
     cfg = dataset_cfg("wmt", tmp_path / "wmt18", "dataset.num_prompts=5")
-    assert cfg["subset"] == "de-en"
+    assert cfg.subset == "de-en"
     check_wmt(load_examples(cfg))
     # a save_to_disk directory has no named configs: subset de-en must not break it
     datasets.DatasetDict({"test": datasets.Dataset.from_list(WMT)}).save_to_disk(str(tmp_path / "arrow"))
@@ -110,10 +111,10 @@ def test_shuffle_seed_is_reproducible_and_keeps_ids(tmp_path):
         assert ex.reference == by_id[ex.id]["summary"]  # a row keeps its own id and reference
     more = load_examples(dataset_cfg("xsum", tmp_path / "x", "dataset.num_prompts=5", "dataset.shuffle_seed=1"))
     assert [ex.id for ex in more[:3]] == [ex.id for ex in pick[0]]  # growing num_prompts extends the choice
-    builtin = [ex.id for ex in load_examples(to_dict(compose_cfg("dataset=dolly_builtin", "dataset.shuffle_seed=7",
-                                                                  "dataset.num_prompts=8").dataset))]
-    assert len(set(builtin)) == 8 and builtin != [ex.id for ex in load_examples({"name": "dolly_builtin",
-                                                                                   "num_prompts": 8})]
+    builtin = [ex.id for ex in load_examples(run_cfg("dataset=dolly_builtin", "dataset.shuffle_seed=7",
+                                                            "dataset.num_prompts=8").dataset)]
+    in_order = [ex.id for ex in load_examples(Dataset("dolly_builtin", num_prompts=8))]
+    assert len(set(builtin)) == 8 and builtin != in_order
 
 
 def test_num_prompts_larger_than_the_dataset_says_how_many_exist(tmp_path):
@@ -122,7 +123,7 @@ def test_num_prompts_larger_than_the_dataset_says_how_many_exist(tmp_path):
         load_examples(dataset_cfg("xsum", tmp_path / "x", "dataset.num_prompts=7"))
     total = len(read_jsonl(BUILTIN_DIR / "wmt.jsonl"))
     with pytest.raises(DatasetError, match=f"has only {total} prompts"):
-        load_examples(to_dict(compose_cfg("dataset=wmt_builtin", f"dataset.num_prompts={total + 1}").dataset))
+        load_examples(run_cfg("dataset=wmt_builtin", f"dataset.num_prompts={total + 1}").dataset)
 
 
 def test_missing_local_copy_and_missing_hub_dataset_say_what_to_do(tmp_path):
@@ -135,8 +136,8 @@ def test_missing_local_copy_and_missing_hub_dataset_say_what_to_do(tmp_path):
     assert dataset_status(dataset_cfg("xsum", tmp_path / "x"))[0]
 
 
-def local_cfg(path) -> dict:
-    return to_dict(compose_cfg("dataset=local", f"dataset.path={path}").dataset)
+def local_cfg(path) -> Dataset:
+    return run_cfg("dataset=local", f"dataset.path={path}").dataset
 
 
 def test_local_file_with_non_utf8_bytes_is_one_line_error(tmp_path):
@@ -171,7 +172,7 @@ def test_builtin_sets_hold_48_evaluation_prompts_and_8_disjoint_tuning_prompts()
         rows = read_jsonl(BUILTIN_DIR / f"{name}.jsonl")
         assert [r["id"] for r in rows] == [f"{name}-{i:02d}" for i in range(1, len(rows) + 1)]
         assert all(list(r) == list(rows[0]) for r in rows)
-        evaluation, tuning = split_tuning(load_examples({"name": f"{name}_builtin", "num_prompts": None}), 48, 8)
+        evaluation, tuning = split_tuning(load_examples(Dataset(f"{name}_builtin")), 48, 8)
         assert {ex.prompt for ex in tuning}.isdisjoint(ex.prompt for ex in evaluation)
 
 
@@ -180,4 +181,4 @@ def test_builtin_rows_round_trip_through_the_hub_path(tmp_path):
     rows = read_jsonl(BUILTIN_DIR / "dolly.jsonl")
     write_parquet(rows, tmp_path / "d" / "train.parquet")
     hub = load_examples(dataset_cfg("dolly", tmp_path / "d", "dataset.num_prompts=32", "dataset.id_field=id"))
-    assert hub == load_examples({"name": "dolly_builtin", "num_prompts": 32})
+    assert hub == load_examples(Dataset("dolly_builtin", num_prompts=32))

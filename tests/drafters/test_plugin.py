@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from helpers import ROOT, compose_cfg
+from helpers import ROOT, run_cfg
 from rsd.certify import MC_SAMPLING, certify, compose_drafters, engine_exact_check, exact_check
 from rsd.drafters import SD
 from rsd.engine import Engine
@@ -44,14 +44,14 @@ def test_user_drafter_passes_the_exact_oracles_and_runs(example_on_path, tmp_pat
     [(name, drafter)] = compose_drafters(["drafter=topk_tree", SEARCH])
     for check in (engine_exact_check(drafter), exact_check(drafter)):
         assert check.passed is True, check.summary
-    [summary] = run(compose_cfg("drafter=topk_tree", SEARCH, "model_pair=tiny_llama", "dataset.num_prompts=2",
-                                "sampling.max_new_tokens=8", f"out_dir={tmp_path}"))
+    [summary] = run(run_cfg("drafter=topk_tree", SEARCH, "model_pair=tiny_llama", "dataset.num_prompts=2",
+                            "sampling.max_new_tokens=8", f"out_dir={tmp_path}"))
     assert summary["method"] == "topk_tree" and summary["shape_tag"] == "b3-1-1-1"
 
 
 def test_user_drafter_not_importable_is_a_clear_error():
     with pytest.raises(ConfigError, match="PYTHONPATH"):
-        plan_runs(compose_cfg("drafter=topk_tree", SEARCH))
+        plan_runs(run_cfg("drafter=topk_tree", SEARCH))
 
 
 class FixedLaws:

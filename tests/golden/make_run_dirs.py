@@ -13,7 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers import compose_cfg  # noqa: E402
-from rsd.config import to_dict  # noqa: E402
+from rsd.config import resolve_config  # noqa: E402
 from rsd.data import load_examples  # noqa: E402
 from rsd.runs import plan_runs, run_inputs  # noqa: E402
 
@@ -33,8 +33,8 @@ CONFIGS = [
 def run_dirs() -> dict:
     out = {}
     for overrides in CONFIGS:
-        conf = to_dict(compose_cfg("model_pair=tiny_llama", f"out_dir={OUT}", *overrides))
-        plans = plan_runs(conf, run_inputs(conf, load_examples(conf["dataset"])))
+        rc = resolve_config(compose_cfg("model_pair=tiny_llama", f"out_dir={OUT}", *overrides))
+        plans = plan_runs(rc, run_inputs(rc, load_examples(rc.dataset)))
         out[" ".join(overrides)] = [{"run_dir": str(p.run_dir.relative_to(OUT)), "identity": p.identity}
                                     for p in plans]
     return out

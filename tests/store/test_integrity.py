@@ -17,11 +17,12 @@ from analysis.load import SETTING, load
 from analysis.report import main
 from analysis.stats import adjust, compare, expectation_check, fmt_p, ranking_line
 from analysis.tables import all_tables, best_shapes
-from helpers import DRAFT, TARGET, compose_cfg, one, record, write_run
+from helpers import DRAFT, TARGET, one, record, run_cfg, write_run
 from rsd.budgets import Budget, TooManyRunsError, factor_pairs, select_shapes
 from rsd.drafters.recursive import RSDC
 from rsd.metrics import mbsu, summarize_records
 from rsd.runner import format_table, run
+from rsd.schema import ModelPairConfig
 from rsd.store import complete_summary, file_sha256, model_fingerprint, record_problem, scan_records
 
 R = DRAFT / TARGET
@@ -280,8 +281,8 @@ def test_decode_token_rate_counts_the_tokens_after_the_first_step():
 
 
 def test_the_runners_records_pass_the_invariants(tmp_path):
-    [summary] = run(compose_cfg("model_pair=tiny_llama", "dataset=xsum_builtin", "dataset.num_prompts=3",
-                                "sampling.max_new_tokens=8", "drafter=sd", f"out_dir={tmp_path}"))
+    [summary] = run(run_cfg("model_pair=tiny_llama", "dataset=xsum_builtin", "dataset.num_prompts=3",
+                            "sampling.max_new_tokens=8", "drafter=sd", f"out_dir={tmp_path}"))
     records, problems = scan_records(Path(summary["run_dir"]) / "records.jsonl")
     assert problems == [] and len(records) == 3
     assert any(r["target_calls"] > 1 and r["decode_token_rate"] is not None for r in records)
@@ -326,7 +327,7 @@ def test_model_fingerprint_follows_the_tokenizer(tmp_path):
         tok = tmp_path / name
         tok.mkdir()
         (tok / "tokenizer.json").write_text(json.dumps({"model": name}))
-        fingerprints.append(model_fingerprint({"target": "tiny:llama", "draft": "tiny:llama", "tokenizer": str(tok)}))
+        fingerprints.append(model_fingerprint(ModelPairConfig("p", "tiny:llama", "tiny:llama", tokenizer=str(tok))))
     assert fingerprints[0] != fingerprints[1]
 
 

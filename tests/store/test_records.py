@@ -6,7 +6,7 @@ import tarfile
 
 import pytest
 
-from helpers import ROOT, compose_cfg, record, write_run
+from helpers import ROOT, record, run_cfg, write_run
 from rsd.metrics import summarize_records
 from rsd.records import METRICS, SCHEMA_VERSION, Record, RecordError, Summary, SummaryError
 from rsd.runner import run
@@ -133,7 +133,7 @@ def test_a_bad_summary_is_one_line_naming_the_file_the_key_and_what_it_must_be(t
 
 
 def test_the_runner_writes_the_layout_with_the_version_last(tmp_path):
-    [summary] = run(compose_cfg("model_pair=tiny_llama", f"out_dir={tmp_path}", "sampling.max_new_tokens=4",
+    [summary] = run(run_cfg("model_pair=tiny_llama", f"out_dir={tmp_path}", "sampling.max_new_tokens=4",
                                 "dataset.num_prompts=2", "dataset.max_prompt_tokens=12", "drafter=sd"))
     lines = (tmp_path / summary["run_dir"].split(str(tmp_path) + "/")[1] / "records.jsonl").read_text().splitlines()
     for line in map(json.loads, lines):

@@ -9,7 +9,7 @@ import pytest
 
 import rsd.drafters
 import rsd.runner
-from helpers import ROOT, compose_cfg
+from helpers import ROOT, compose_cfg, run_cfg
 from rsd.budgets import InfeasibleBudgetError
 from rsd.config import resolve_config
 from rsd.data import DatasetError
@@ -26,8 +26,8 @@ SUMMARY_KEYS = {"block_efficiency", "mbsu", "token_rate", "target_params", "draf
 
 
 def tiny_run(tmp_path, *overrides):
-    cfg = compose_cfg("model_pair=tiny_llama", f"out_dir={tmp_path}", "sampling.max_new_tokens=12",
-                      "dataset.num_prompts=3", *overrides)
+    cfg = run_cfg("model_pair=tiny_llama", f"out_dir={tmp_path}", "sampling.max_new_tokens=12",
+                  "dataset.num_prompts=3", *overrides)
     return run(cfg)
 
 
@@ -61,18 +61,18 @@ def test_output_of_a_prompt_does_not_depend_on_the_prompts_before_it(tmp_path):
 
 def test_unknown_drafter_class_is_a_config_error():
     with pytest.raises(ConfigError, match="cannot be imported"):
-        plan_runs(compose_cfg("drafter.name=mine", "drafter._target_=nowhere.Mine"))
+        plan_runs(run_cfg("drafter.name=mine", "drafter._target_=nowhere.Mine"))
 
 
 def test_infeasible_shape_fails_before_models_load():
     with pytest.raises(InfeasibleBudgetError, match="shapes that fit: K1xL7, K7xL1"):
-        plan_runs(compose_cfg("drafter=spectr", "budget=fixed_compute", "budget.target_tokens=7",
-                              "+budget.shape={num_sequences:3}"))
+        plan_runs(run_cfg("drafter=spectr", "budget=fixed_compute", "budget.target_tokens=7",
+                          "+budget.shape={num_sequences:3}"))
 
 
 def test_bad_sampling_values_are_config_errors():
     with pytest.raises(ConfigError, match="top_p"):
-        plan_runs(compose_cfg("sampling.top_p=0"))
+        plan_runs(run_cfg("sampling.top_p=0"))
 
 
 def test_prompt_longer_than_context_fails_before_weights_load(tmp_path, monkeypatch):
@@ -109,8 +109,8 @@ def test_hub_dataset_offline_says_what_to_do(tmp_path, monkeypatch):
 def test_missing_hub_model_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     with pytest.raises(ModelUnavailableError, match="hf download"):
-        run(compose_cfg(f"out_dir={tmp_path}", "model_pair.target=facebook/opt-125m",
-                        "model_pair.draft=facebook/opt-125m"))
+        run(run_cfg(f"out_dir={tmp_path}", "model_pair.target=facebook/opt-125m",
+                    "model_pair.draft=facebook/opt-125m"))
 
 
 def test_mismatched_tokenizers():

@@ -2,12 +2,13 @@
 
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import rsd.runner
-from helpers import compose_cfg
+from helpers import compose_cfg, run_cfg
 from rsd.data import load_builtin
 from rsd.errors import ConfigError
 from rsd.runner import run
@@ -38,9 +39,9 @@ def test_ranking_by_prompt_mean_uses_the_given_scores():
 
 
 def test_only_the_shape_ranked_best_on_tuning_prompts_runs_on_the_evaluation_prompts(tmp_path, monkeypatch):
-    cfg = compose_cfg("model_pair=tiny_llama", f"out_dir={tmp_path}", "sampling.max_new_tokens=6",
-                      "dataset.num_prompts=3", "drafter=spectr", "budget=fixed_compute", "budget.target_tokens=4",
-                      "budget.select={prompts:2,top:1}")
+    cfg = run_cfg("model_pair=tiny_llama", f"out_dir={tmp_path}", "sampling.max_new_tokens=6",
+                  "dataset.num_prompts=3", "drafter=spectr", "budget=fixed_compute", "budget.target_tokens=4",
+                  "budget.select={prompts:2,top:1}")
     [summary] = run(cfg)
     tuned = [json.loads(p.read_text()) for p in (tmp_path / "tuning").rglob("summary.json")]
     tune_ids = [ex.id for ex in load_builtin("dolly_builtin")[-2:]]
@@ -66,17 +67,15 @@ def test_only_the_shape_ranked_best_on_tuning_prompts_runs_on_the_evaluation_pro
 def test_a_tuning_run_held_by_another_process_is_waited_for(tmp_path):
     """Two workers on one selection job: the one that finds a tuning run busy waits for it, then still runs the
     evaluation (giving up would leave the job without its evaluation run when both workers give up)."""
-    from rsd.config import to_dict
     from rsd.data import load_examples
     from rsd.runs import plan_runs, run_inputs
     from rsd.store import RunLock
 
-    cfg = compose_cfg("model_pair=tiny_llama", f"out_dir={tmp_path}", "sampling.max_new_tokens=6",
-                      "dataset.num_prompts=2", "drafter=spectr", "budget=fixed_compute", "budget.target_tokens=4",
-                      "budget.select={prompts:2,top:1}")
-    conf = to_dict(cfg)
-    _, tuning = split_tuning(load_examples({**conf["dataset"], "num_prompts": None}), 2, 2)
-    busy = plan_runs({**conf, "out_dir": str(tmp_path / "tuning")}, run_inputs(conf, tuning))[0].run_dir
+    cfg = run_cfg("model_pair=tiny_llama", f"out_dir={tmp_path}", "sampling.max_new_tokens=6",
+                  "dataset.num_prompts=2", "drafter=spectr", "budget=fixed_compute", "budget.target_tokens=4",
+                  "budget.select={prompts:2,top:1}")
+    _, tuning = split_tuning(load_examples(replace(cfg.dataset, num_prompts=None)), 2, 2)
+    busy = plan_runs(cfg.for_tuning(), run_inputs(cfg.for_tuning(), tuning))[0].run_dir
     lock = RunLock(busy).__enter__()
     assert lock.held
     threading.Timer(2.0, lock.__exit__).start()  # the "other worker" lets go without finishing the run
@@ -107,9 +106,9 @@ def test_bad_selection_options_are_one_line_errors(select, key):
 
 
 def test_tuning_runs_decode_new_tokens_on_the_prompts_at_offset(tmp_path):
-    cfg = compose_cfg("model_pair=tiny_llama", f"out_dir={tmp_path}", "sampling.max_new_tokens=6",
-                      "dataset.num_prompts=2", "drafter=spectr", "budget=fixed_compute", "budget.target_tokens=4",
-                      "budget.select={prompts:2,top:1,offset:10,new_tokens:3}")
+    cfg = run_cfg("model_pair=tiny_llama", f"out_dir={tmp_path}", "sampling.max_new_tokens=6",
+                  "dataset.num_prompts=2", "drafter=spectr", "budget=fixed_compute", "budget.target_tokens=4",
+                  "budget.select={prompts:2,top:1,offset:10,new_tokens:3}")
     [summary] = run(cfg)
     tuned = [json.loads(p.read_text()) for p in (tmp_path / "tuning").rglob("summary.json")]
     assert len(tuned) == 3 and all(s["prompt_ids"] == ["dolly-11", "dolly-12"] for s in tuned)
@@ -127,6 +126,6 @@ def test_the_offset_is_not_part_of_an_evaluation_runs_identity(tmp_path):
 
     base = ("model_pair=tiny_llama", f"out_dir={tmp_path}", "drafter=spectr", "budget=fixed_compute",
             "budget.target_tokens=4")
-    dirs = [[p.run_dir for p in plan_runs(compose_cfg(*base, f"budget.select={sel}"))]
+    dirs = [[p.run_dir for p in plan_runs(run_cfg(*base, f"budget.select={sel}"))]
             for sel in ("{prompts:4,top:1}", "{prompts:4,top:1,offset:44}")]
     assert dirs[0] == dirs[1]

@@ -15,8 +15,7 @@ import pytest
 
 import rsd.execute
 import rsd.runner
-from helpers import ROOT, compose_cfg, record
-from rsd.config import to_dict
+from helpers import ROOT, record, run_cfg
 from rsd.data import load_examples
 from rsd.errors import ConfigError
 from rsd.models.pairs import encode_prompt, load_pair_tokenizer
@@ -25,6 +24,7 @@ from rsd.models.tiny import ByteTokenizer
 from rsd.prompts import prepare_prompts
 from rsd.runner import run
 from rsd.runs import plan_runs, run_dir_for, run_inputs
+from rsd.schema import Dataset
 from rsd.store import RunLock, complete_summary, safe_component, scan_records
 
 TINY = ["model_pair=tiny_llama", "dataset=xsum_builtin", "dataset.num_prompts=4", "sampling.max_new_tokens=8"]
@@ -41,8 +41,8 @@ def lines_of(path: Path) -> list[dict]:
 
 
 def planned_dirs(*overrides: str) -> list[Path]:
-    conf = to_dict(compose_cfg(*overrides))
-    return [p.run_dir for p in plan_runs(conf, run_inputs(conf, load_examples(conf["dataset"])))]
+    rc = run_cfg(*overrides)
+    return [p.run_dir for p in plan_runs(rc, run_inputs(rc, load_examples(rc.dataset)))]
 
 
 # ------------------------------------------------------------------------------------------------- concurrency
@@ -77,13 +77,13 @@ def test_a_run_held_by_another_process_is_left_to_it_and_named(tmp_path, capsys,
     [run_dir] = planned_dirs(*overrides)
     run_dir.mkdir(parents=True)
     with RunLock(run_dir) as lock:
-        assert run(compose_cfg(*overrides)) == []
+        assert run(run_cfg(*overrides)) == []
     out = capsys.readouterr().out
     assert "another process is running" in out and "then tries it again" in out
     assert out.count("[rsd] waiting for up to 0.05 s on 1 run(s) another process holds") == 1
     assert f"not in this job's results: {run_dir} is still being run by another process (it holds {lock.path})" in out
     assert not (run_dir / "records.jsonl").exists()
-    [summary] = run(compose_cfg(*overrides))  # the lock is free again: the run is done now
+    [summary] = run(run_cfg(*overrides))  # the lock is free again: the run is done now
     assert complete_summary(run_dir, summary["prompt_ids"]) is not None
 
 
@@ -108,7 +108,7 @@ def test_a_run_whose_holder_dies_is_taken_over_and_resumed(reference_run, tmp_pa
 
     monkeypatch.setattr(rsd.runner, "_execute_or_record", holder_dies_once_found_busy)
     try:
-        [summary] = run(compose_cfg(*TINY, "drafter=sd", f"out_dir={tmp_path}"))
+        [summary] = run(run_cfg(*TINY, "drafter=sd", f"out_dir={tmp_path}"))
     finally:
         holder.kill()
         holder.wait()
@@ -138,7 +138,7 @@ def test_two_identical_sweeps_at_once_record_every_prompt_once(tmp_path):
 @pytest.fixture(scope="module")
 def reference_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("reference")
-    [summary] = run(compose_cfg(*TINY, "drafter=sd", f"out_dir={out}"))
+    [summary] = run(run_cfg(*TINY, "drafter=sd", f"out_dir={out}"))
     return out, Path(summary["run_dir"]).relative_to(out)
 
 
@@ -208,7 +208,7 @@ def test_corruption_is_reported_and_repaired(kind, reference_run, tmp_path, caps
     real_decode = rsd.execute.decode_prompt
     monkeypatch.setattr(rsd.execute, "decode_prompt", lambda *a, **k: decoded.append(a[2].id) or real_decode(*a, **k))
 
-    [summary] = run(compose_cfg(*TINY, "drafter=sd", f"out_dir={out}"))
+    [summary] = run(run_cfg(*TINY, "drafter=sd", f"out_dir={out}"))
     err = capsys.readouterr().err
     assert f"{run_dir / where}" in err, err
     assert len(decoded) == redecoded
@@ -216,7 +216,7 @@ def test_corruption_is_reported_and_repaired(kind, reference_run, tmp_path, caps
     assert stable(got) == stable([json.loads(x) for x in want.splitlines()])  # every prompt once, in order
     assert complete_summary(run_dir, summary["prompt_ids"]) is not None
 
-    run(compose_cfg(*TINY, "drafter=sd", f"out_dir={out}"))  # repaired for good: a rerun is silent and skips
+    run(run_cfg(*TINY, "drafter=sd", f"out_dir={out}"))  # repaired for good: a rerun is silent and skips
     assert "warning" not in capsys.readouterr().err
 
 
@@ -228,7 +228,7 @@ def test_a_summary_edited_by_hand_is_not_done_already(reference_run, tmp_path, c
     want = json.loads(path.read_text())
     path.write_text(json.dumps({**want, "block_efficiency": 9.99}))
     monkeypatch.setattr(rsd.execute, "decode_prompt", lambda *a, **k: pytest.fail("every record is valid"))
-    [summary] = run(compose_cfg(*TINY, "drafter=sd", f"out_dir={out}"))
+    [summary] = run(run_cfg(*TINY, "drafter=sd", f"out_dir={out}"))
     captured = capsys.readouterr()
     assert "done already" not in captured.out and f"{path}:1: block_efficiency=9.99 disagrees" in captured.err
     assert summary["block_efficiency"] == want["block_efficiency"] != 9.99
@@ -250,15 +250,15 @@ def test_editing_a_local_dataset_changes_the_run(tmp_path):
     rows = [{"id": "a", "prompt": "first prompt"}, {"id": "b", "prompt": "second prompt"}]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     args = ["model_pair=tiny_llama", "dataset=local", "sampling.max_new_tokens=4", f"out_dir={tmp_path / 'out'}"]
-    [first] = run(compose_cfg(*args, f"dataset.path={data}"))
+    [first] = run(run_cfg(*args, f"dataset.path={data}"))
     rows[1]["prompt"] = "a different and longer second prompt"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    [second] = run(compose_cfg(*args, f"dataset.path={data}"))
+    [second] = run(run_cfg(*args, f"dataset.path={data}"))
     assert second["run_dir"] != first["run_dir"]
     assert lines_of(Path(second["run_dir"]) / "records.jsonl")[1]["prompt_tokens"] == 1 + len(rows[1]["prompt"])
     moved = tmp_path / "moved.jsonl"  # the same examples from another path: the same run, done already
     shutil.copy(data, moved)
-    [third] = run(compose_cfg(*args, f"dataset.path={moved}"))
+    [third] = run(run_cfg(*args, f"dataset.path={moved}"))
     assert third["run_dir"] == second["run_dir"]
 
 
@@ -296,7 +296,7 @@ def test_hub_fingerprint_is_the_cached_revision(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------------ skipping, progress
 def test_rerun_of_a_finished_job_loads_no_model(tmp_path, capsys, monkeypatch):
-    cfg = compose_cfg(*TINY, "dataset.num_prompts=2", "drafter=sd", f"out_dir={tmp_path}")
+    cfg = run_cfg(*TINY, "dataset.num_prompts=2", "drafter=sd", f"out_dir={tmp_path}")
     [first] = run(cfg)
     out = capsys.readouterr()
     assert "this job plans 1 run(s); 0 already complete" in out.out
@@ -355,10 +355,10 @@ def test_a_finished_job_on_a_read_only_mount_is_read(reference_run, tmp_path, ca
     monkeypatch.setattr(rsd.runner, "load_pair", refuse)
     monkeypatch.setattr(rsd.runner, "load_pair_tokenizer", refuse)
     read_only(out)
-    assert run(compose_cfg(*TINY, "drafter=sd", f"out_dir={out}")) == [want]
+    assert run(run_cfg(*TINY, "drafter=sd", f"out_dir={out}")) == [want]
     assert f"done already, skipping: {out / rel}" in capsys.readouterr().out
     with pytest.raises(ConfigError, match=r"is not writable .* and this job has runs to do"):
-        run(compose_cfg(*TINY, "drafter=ar", f"out_dir={out}"))  # refused before any model loads
+        run(run_cfg(*TINY, "drafter=ar", f"out_dir={out}"))  # refused before any model loads
     assert sorted(out.rglob(".*.lock")) == locks
 
 
@@ -368,19 +368,19 @@ def test_max_prompt_tokens_cuts_and_records(tmp_path):
                     + "\n")
     args = ["model_pair=tiny_llama", "dataset=local", f"dataset.path={data}", "sampling.max_new_tokens=4",
             f"out_dir={tmp_path}"]
-    [cut] = run(compose_cfg(*args, "dataset.max_prompt_tokens=50"))
+    [cut] = run(run_cfg(*args, "dataset.max_prompt_tokens=50"))
     long, short = lines_of(Path(cut["run_dir"]) / "records.jsonl")
     assert long["prompt_tokens"] == 50 and long["prompt_tokens_before_truncation"] == 301
     assert short["prompt_tokens"] == 3 and "prompt_tokens_before_truncation" not in short
-    [whole] = run(compose_cfg(*args))
+    [whole] = run(run_cfg(*args))
     assert whole["run_dir"] != cut["run_dir"]
     with pytest.raises(ConfigError, match="dataset.max_prompt_tokens must be a positive integer"):
-        run(compose_cfg(*args, "dataset.max_prompt_tokens=0"))
+        run(run_cfg(*args, "dataset.max_prompt_tokens=0"))
 
 
 def test_truncation_keeps_the_text_start_and_the_whole_chat_template():
-    tok = load_pair_tokenizer(to_dict(compose_cfg("model_pair=smollm2"))["model_pair"])
-    ex = load_examples({"name": "xsum_builtin", "source": "builtin"})[0]
+    tok = load_pair_tokenizer(run_cfg("model_pair=smollm2").model_pair)
+    ex = load_examples(Dataset("xsum_builtin"))[0]
     full = encode_prompt(tok, True, ex.prompt)
     [(_, ids)], cut = prepare_prompts([ex], tok, True, 60)
     assert len(ids) <= 60 and cut == {ex.id: len(full)}

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, compose_cfg
+from helpers import ROOT, compose_cfg, run_cfg
+from rsd.config import resolve_config
 from rsd.runner import run
 from rsd.store import scan_records
 
@@ -42,7 +43,7 @@ def only_run_dir(root: Path) -> Path:
 
 def test_sigkill_then_rerun_equals_uninterrupted_run(tmp_path, capsys):
     """A process killed mid-run, then the same job rerun (in this process: the rerun path is `run`, as run.py's)."""
-    reference = run(compose_cfg(*TINY, f"out_dir={tmp_path / 'ref'}", "sampling.max_new_tokens=160"))[0]
+    reference = run(run_cfg(*TINY, f"out_dir={tmp_path / 'ref'}", "sampling.max_new_tokens=160"))[0]
     want = stable(read_records(Path(reference["run_dir"]) / "records.jsonl"))
 
     out = tmp_path / "killed"
@@ -61,7 +62,7 @@ def test_sigkill_then_rerun_equals_uninterrupted_run(tmp_path, capsys):
     assert 2 <= len(partial) < 6
 
     capsys.readouterr()
-    run(compose_cfg(*TINY, f"out_dir={out}", "sampling.max_new_tokens=160"))
+    run(run_cfg(*TINY, f"out_dir={out}", "sampling.max_new_tokens=160"))
     assert "resuming" in capsys.readouterr().out
     got = stable(read_records(run_dir / "records.jsonl"))
     assert got == want  # every prompt once, identical to the uninterrupted run
@@ -105,7 +106,7 @@ runpy.run_path("run.py", run_name="__main__")
 
 def test_a_full_disk_is_one_line_and_a_rerun_completes_the_run(tmp_path, capsys):
     args = ["model_pair=tiny_llama", "dataset.num_prompts=2", "sampling.max_new_tokens=8", "drafter=sd"]
-    reference = run(compose_cfg(*args, f"out_dir={tmp_path / 'ref'}"))[0]
+    reference = run(run_cfg(*args, f"out_dir={tmp_path / 'ref'}"))[0]
     want = stable(read_records(Path(reference["run_dir"]) / "records.jsonl"))
     out = tmp_path / "full"
     full = subprocess.run([sys.executable, "-c", FULL_DISK_RUN, *args, f"out_dir={out}"], cwd=ROOT, env=ENV,
@@ -120,13 +121,13 @@ def test_a_full_disk_is_one_line_and_a_rerun_completes_the_run(tmp_path, capsys)
     assert len(read_records(records)) == 1  # the first prompt's record, intact
 
     capsys.readouterr()
-    run(compose_cfg(*args, f"out_dir={out}"))  # the rerun, in this process
+    run(run_cfg(*args, f"out_dir={out}"))  # the rerun, in this process
     assert "resuming" in capsys.readouterr().out
     assert stable(read_records(records)) == want
 
 
 def test_torn_last_line_is_cut_and_resumed(tmp_path):
-    cfg = compose_cfg(*TINY, f"out_dir={tmp_path}", "sampling.max_new_tokens=10")
+    cfg = run_cfg(*TINY, f"out_dir={tmp_path}", "sampling.max_new_tokens=10")
     [first] = run(cfg)
     run_dir = Path(first["run_dir"])
     lines = (run_dir / "records.jsonl").read_text().splitlines(keepends=True)
@@ -215,12 +216,12 @@ def test_slurm_launcher_without_slurm_fails_at_once(tmp_path):
 
 def test_wandb_offline_writes_its_directory_and_none_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)  # a user's exported WANDB_MODE always wins (rsd/logger.py)
-    [s] = run(compose_cfg("model_pair=tiny_llama", "dataset.num_prompts=2", "sampling.max_new_tokens=6",
-                          "logger=wandb", "logger.mode=offline", f"out_dir={tmp_path / 'w'}"))
+    [s] = run(run_cfg("model_pair=tiny_llama", "dataset.num_prompts=2", "sampling.max_new_tokens=6",
+                      "logger=wandb", "logger.mode=offline", f"out_dir={tmp_path / 'w'}"))
     offline = list(Path(s["run_dir"]).glob("wandb/offline-run-*"))
     assert offline and list(offline[0].glob("*.wandb"))
-    [s] = run(compose_cfg("model_pair=tiny_llama", "dataset.num_prompts=2", "sampling.max_new_tokens=6",
-                          f"out_dir={tmp_path / 'n'}"))
+    [s] = run(run_cfg("model_pair=tiny_llama", "dataset.num_prompts=2", "sampling.max_new_tokens=6",
+                      f"out_dir={tmp_path / 'n'}"))
     assert not list((tmp_path / "n").rglob("wandb"))
     assert sorted(p.name for p in Path(s["run_dir"]).iterdir()) == ["records.jsonl", "run.json", "summary.json"]
 
@@ -234,11 +235,11 @@ def test_wandb_online_without_a_key_is_refused_before_the_run(tmp_path, monkeypa
     cfg = compose_cfg("model_pair=tiny_llama", "dataset.num_prompts=2", "sampling.max_new_tokens=6", "logger=wandb",
                       "logger.mode=online", f"out_dir={tmp_path / 'w'}")
     with pytest.raises(ConfigError, match="logger.mode=online needs a W&B API key"):
-        run(cfg)
+        run(resolve_config(cfg))
     assert not (tmp_path / "w").exists()
     monkeypatch.setenv("WANDB_MODE", "online")
     with pytest.raises(ConfigError, match="WANDB_MODE=online needs a W&B API key"):
-        run(compose_cfg("model_pair=tiny_llama", "logger=wandb", f"out_dir={tmp_path / 'w'}"))
+        run(run_cfg("model_pair=tiny_llama", "logger=wandb", f"out_dir={tmp_path / 'w'}"))
 
 
 def test_two_sweeps_started_in_the_same_second_get_their_own_log_directories(tmp_path, monkeypatch):

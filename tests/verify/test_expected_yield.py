@@ -24,6 +24,7 @@ from rsd.oracles import (
 )
 from rsd.rules import get_rule
 from rsd.sampling import SamplingParams, prompt_generator
+from rsd.schema import ModelPairConfig
 from rsd.verify import RandomCoins, get_verifier
 from rsd.verify.contract import VerifierContractError
 from rsd.verify.walk import Walk
@@ -170,8 +171,8 @@ def test_measured_and_expected_agree_on_the_embedded_pair(name):
     from rsd.data import load_builtin
     from rsd.models.pairs import load_pair
 
-    pair = load_pair({"name": "smollm2", "target": "embedded:smollm2-135m-instruct",
-                      "draft": "embedded:smollm2-draft", "chat": True})
+    pair = load_pair(ModelPairConfig("smollm2", "embedded:smollm2-135m-instruct", "embedded:smollm2-draft",
+                                     chat=True))
     drafter = {"sd": lambda: SD(4), "bv": lambda: BV(4), "specinfer": lambda: SpecInfer(3, 4),
                "spectr": lambda: SpecTr(3, 4), "rsd_c": lambda: RSDC([3, 1, 1, 1]), "tv": lambda: TV([3, 1, 1, 1]),
                "rsd_s": lambda: RSDS(3, 4)}[name]()

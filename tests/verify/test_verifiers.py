@@ -9,7 +9,7 @@ import torch
 import rsd.oracles
 import rsd.rules
 import rsd.verify.walk
-from helpers import compose_cfg, traversal_with
+from helpers import run_cfg, traversal_with
 from rsd.drafters import BV, RSDS, SD, TV, SpecInfer
 from rsd.errors import ConfigError
 from rsd.oracles import (
@@ -300,17 +300,17 @@ def test_zero_mass_candidate_is_never_accepted():
 def test_bv_and_tv_have_the_shapes_of_sd_and_rsd_c():
     for name, base in (("bv", "sd"), ("tv", "rsd_c")):
         for budget in ("budget=fixed_length budget.draft_length=3", "budget=fixed_compute budget.target_tokens=6"):
-            ours = [(p.shape, p.method) for p in plan_runs(compose_cfg(f"drafter={name}", *budget.split()))]
-            theirs = [p.shape for p in plan_runs(compose_cfg(f"drafter={base}", *budget.split()))]
+            ours = [(p.shape, p.method) for p in plan_runs(run_cfg(f"drafter={name}", *budget.split()))]
+            theirs = [p.shape for p in plan_runs(run_cfg(f"drafter={base}", *budget.split()))]
             assert [s for s, _ in ours] == theirs and {m for _, m in ours} == {name}
     assert verifier_for(BV(3)).name == "block" and verifier_for(TV([2, 1])).name == "traversal"
 
 
 def test_verifier_override_from_yaml():
-    [plan] = plan_runs(compose_cfg("drafter=specinfer", "+drafter.verifier=traversal"))
+    [plan] = plan_runs(run_cfg("drafter=specinfer", "+drafter.verifier=traversal"))
     assert plan.method == "specinfer+traversal" and plan.make_drafter().verifier == "traversal"
     assert plan.identity["drafter"]["verifier"] == "traversal"
-    [plain] = plan_runs(compose_cfg("drafter=specinfer"))
+    [plain] = plan_runs(run_cfg("drafter=specinfer"))
     assert plain.run_dir != plan.run_dir
 
 
@@ -318,7 +318,7 @@ def test_verifier_override_from_yaml():
                                               ("spectr", "block")])
 def test_verifier_refused_where_not_exact(drafter, verifier):
     with pytest.raises(ConfigError, match=f"drafter.verifier={verifier}"):
-        plan_runs(compose_cfg(f"drafter={drafter}", f"+drafter.verifier={verifier}"))
+        plan_runs(run_cfg(f"drafter={drafter}", f"+drafter.verifier={verifier}"))
     d = RSDS(2, 2) if drafter == "rsd_s" else SD(2)
     d.verifier = "traversal"
     with pytest.raises(ConfigError):
@@ -326,11 +326,11 @@ def test_verifier_refused_where_not_exact(drafter, verifier):
 
 
 def test_user_verifier_by_dotted_path():
-    [plan] = plan_runs(compose_cfg("drafter=rsd_c", "+drafter.verifier=rsd.verify.traversal.Traversal"))
+    [plan] = plan_runs(run_cfg("drafter=rsd_c", "+drafter.verifier=rsd.verify.traversal.Traversal"))
     assert plan.method == "rsd_c+rsd.verify.traversal.Traversal"
     assert isinstance(verifier_for(plan.make_drafter()), Traversal)
     with pytest.raises(ConfigError, match="cannot be imported"):
-        plan_runs(compose_cfg("drafter=sd", "+drafter.verifier=no_such_pkg.Verifier"))
+        plan_runs(run_cfg("drafter=sd", "+drafter.verifier=no_such_pkg.Verifier"))
     with pytest.raises(ConfigError, match="is not a Verifier"):  # a plain callable has no expected yield
         get_verifier("rsd.oracles.draft_chain")
 
