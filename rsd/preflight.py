@@ -87,7 +87,6 @@ class PreflightOnSweepStart(Callback):
     """Refuse a sweep before any job launches when something it needs is missing or cannot fit."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        (Path(str(config.hydra.sweep.dir)) / REFUSED_JOBS).unlink(missing_ok=True)  # from an earlier sweep there
         try:
             check_slurm(str(config.hydra.launcher.get("_target_") or ""))
             check_out_dir(str(config.hydra.sweep.dir), key="hydra.sweep.dir (the sweep's logs, below out_dir)")
@@ -95,6 +94,7 @@ class PreflightOnSweepStart(Callback):
         except ConfigError as err:
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
+        (Path(str(config.hydra.sweep.dir)) / REFUSED_JOBS).unlink(missing_ok=True)  # from an earlier sweep there
         if skip == set(SKIPPABLE):
             return
         launcher = {key: config.hydra.launcher.get(key) for key in RESOURCE_KEYS}  # the jobs' resources, not ours
