@@ -36,6 +36,7 @@ import pandas as pd
 
 from analysis.names import is_greedy
 from rsd.metrics import block_efficiency, mbsu, metric_name, token_rate
+from rsd.schema import ModelPairConfig, budget_from
 from rsd.store import scan_records, summary_problem
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,6 @@ SAMPLING = ("temperature", "top_k", "top_p", "max_new_tokens")
 SETTING = ("model_pair", "draft", "mix", "dtype", "dataset", "prompt_set", *SAMPLING)
 AR_KEYS = (*SETTING, "seed")  # a run is compared with the AR run that matches on these
 RUN_KEYS = ("method", "shape_tag", "budget", "x", *AR_KEYS, "run_dir")  # repeated in the prompt and step tables
-BUDGET_AXIS = {"fixed_length": "draft_length", "fixed_compute": "target_tokens"}
 TIMES = ("draft", "target", "other")
 SE_METRICS = ("block_efficiency", "expected_block_efficiency", "mbsu", "token_rate", "decode_token_rate")
 OPTIMUM = ("root_optimum", "root_acceptance", "fraction_of_optimum")  # docs/algorithms.md#optimum
@@ -109,35 +109,34 @@ def read_jsonl(path: Path) -> list[dict]:
     return records
 
 
-def budget_point(summary: Mapping[str, Any]) -> int | None:
-    """A run's x: draft length at fixed_length, target tokens at fixed_compute, None without a budget (AR)."""
-    key = BUDGET_AXIS.get(summary["budget"])
-    return summary["config"]["budget"][key] if key else None
+@dataclass(frozen=True)
+class StoredSetting:
+    """What a run's stored config says about its setting, read through the typed config blocks (rsd.schema): the
+    model dtype, the draft model it loaded ('' where unrecorded: one pair name can run with several drafts, and their
+    runs must never be pooled), the acceptance dial's mix as text ('' without one, so groupings never drop it) and
+    the budget's number (None for a run without a budget: AR)."""
+
+    dtype: str = "float32"
+    draft: str = ""
+    mix: str = ""
+    x: int | None = None
+
+
+def stored_setting(summary: Mapping[str, Any]) -> StoredSetting:
+    """The StoredSetting of a summary (the defaults for what its stored config does not hold: a first-schema summary
+    stored none)."""
+    config = summary.get("config") or {}
+    x = budget_from(config["budget"]).value if summary["budget"] else None
+    if "model_pair" not in config:
+        return StoredSetting(x=x)
+    pair = ModelPairConfig.from_dict(config["model_pair"])
+    return StoredSetting(pair.dtype or "float32", pair.draft or "", "" if pair.mix is None else f"{float(pair.mix):g}",
+                         x)
 
 
 def nan_if_none(value: float | None) -> float:
     """`value` as a float, NaN for None."""
     return NAN if value is None else float(value)
-
-
-def dtype_of(summary: Mapping[str, Any]) -> str:
-    """The run's model dtype from its config (float32 when the config does not name one)."""
-    pair = summary.get("config", {}).get("model_pair")
-    return str(pair.get("dtype") or "float32") if isinstance(pair, Mapping) else "float32"
-
-
-def draft_of(summary: Mapping[str, Any]) -> str:
-    """The draft model the run's pair loaded ('embedded:smollm2-draft-v3'), '' where the config does not say: one pair
-    name can be run with several drafts (model_pair.draft=...), and their runs must never be pooled."""
-    pair = summary.get("config", {}).get("model_pair")
-    return str(pair.get("draft") or "") if isinstance(pair, Mapping) else ""
-
-
-def mix_of(summary: Mapping[str, Any]) -> str:
-    """The acceptance dial's mix as text ('0.6'), '' for a pair without one (a string, so groupings never drop it)."""
-    pair = summary.get("config", {}).get("model_pair")
-    mix = pair.get("mix") if isinstance(pair, Mapping) else None
-    return "" if mix is None else f"{float(mix):g}"
 
 
 def prompt_set(summary: Mapping[str, Any]) -> str:
@@ -152,11 +151,10 @@ def prompt_set(summary: Mapping[str, Any]) -> str:
 
 def run_keys(run_dir: Path, summary: Mapping[str, Any]) -> dict:
     """The identifying columns of a run (RUN_KEYS)."""
+    setting = stored_setting(summary)
     return {"method": summary["method"], "shape_tag": summary["shape_tag"], "budget": summary["budget"],
-            "x": budget_point(summary), "model_pair": summary["model_pair"], "draft": draft_of(summary),
-            "mix": mix_of(summary),
-            "dtype": dtype_of(summary),
-            "dataset": summary["dataset"], "prompt_set": prompt_set(summary),
+            "x": setting.x, "model_pair": summary["model_pair"], "draft": setting.draft, "mix": setting.mix,
+            "dtype": setting.dtype, "dataset": summary["dataset"], "prompt_set": prompt_set(summary),
             **{k: summary["sampling"][k] for k in SAMPLING}, "seed": summary["seed"],
             "run_dir": str(run_dir)}
 

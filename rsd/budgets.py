@@ -72,8 +72,13 @@ class Budget:
                                         "one config may plan) or null for no cap")
 
     @property
+    def value(self) -> int:
+        """The budget's number: L at fixed_length, B at fixed_compute."""
+        return self.draft_length if self.kind == "fixed_length" else self.target_tokens
+
+    @property
     def tag(self) -> str:
-        return f"L{self.draft_length}" if self.kind == "fixed_length" else f"B{self.target_tokens}"
+        return f"L{self.value}" if self.kind == "fixed_length" else f"B{self.value}"
 
 
 @functools.lru_cache(maxsize=4096)  # the enumeration asks for the same small numbers' divisors many times

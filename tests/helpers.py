@@ -67,7 +67,8 @@ def write_run(root: Path, name: str, method: str, shape: dict, tag: str, budget:
     budget_cfg = None if budget is None else {
         "kind": budget, "draft_length": x if budget == "fixed_length" else None,
         "target_tokens": x if budget == "fixed_compute" else 6}
-    config = {"budget": budget_cfg, "sampling": sampling, "seed": 0, **({"model_pair": pair} if pair else {})}
+    stored_pair = {"model_pair": {"target": "tiny:llama", **pair}} if pair else {}  # a full block, as a run stores
+    config = {"budget": budget_cfg, "sampling": sampling, "seed": 0, **stored_pair}
     (run_dir / "run.json").write_text(json.dumps({"config": config, "method": method, "shape": shape}))
     (run_dir / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     if complete:

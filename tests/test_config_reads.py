@@ -1,8 +1,8 @@
 """Past the edge, config is read as typed fields, never out of a dict (as test_import_graph.py keeps cycles out).
 
 The config layer (rsd/config.py, rsd/validate.py, rsd/schema.py) turns Hydra's config into a RunConfig once. In
-every other module of rsd/ (and analysis/calibration.py, which re-reads a run's stored config through
-rsd.schema.stored_blocks) the AST must hold:
+every other module of rsd/ (and analysis/calibration.py and analysis/load.py, which re-read a run's stored config
+through rsd.schema's blocks) the AST must hold:
 
 1. no subscript read `x["KEY"]` and no `x.get("KEY")` whose literal KEY is a config key: a key of a conf/ group's
    YAML (nested keys included), a group's name, or a key of conf/config.yaml, less the keys a stored summary or record
@@ -11,6 +11,7 @@ rsd.schema.stored_blocks) the AST must hold:
 2. no read of `RunConfig.resolved` (Hydra's config as plain data, kept for the run identity and run.json only);
 3. no import of omegaconf, except in the edge modules that compose or load YAML themselves (EDGE).
 
+In analysis/, the run table's own columns (analysis.load.RUN_KEYS: `runs["mix"]`) are not config reads.
 rsd/drafters/ is left out of rule 1: a drafter's `shapes(budget, params)` reads its own constructor keywords (the
 plug-in contract), which resolve_config checks by building every shape.
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from analysis.load import RUN_KEYS
 from helpers import record, write_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +31,7 @@ CONFIG_LAYER = {"rsd/config.py", "rsd/validate.py", "rsd/schema.py"}
 EDGE = {"rsd/plan.py", "rsd/preflight.py", "rsd/certify/cli.py", "rsd/certify/usefulness.py",
         "rsd/models/embedded.py"}  # they compose a config, or load a YAML
 GROUPS = ("sampling", "dataset", "model_pair", "budget", "logger")
+FRAME_COLUMNS = set(RUN_KEYS)  # analysis reads these as the run table's typed columns, which stored_setting fills
 
 
 def _keys(node) -> set[str]:
@@ -54,7 +57,7 @@ def config_keys(tmp_path: Path) -> set[str]:
 
 
 def checked_modules() -> list[str]:
-    paths = sorted((ROOT / "rsd").rglob("*.py")) + [ROOT / "analysis" / "calibration.py"]
+    paths = sorted((ROOT / "rsd").rglob("*.py")) + [ROOT / "analysis" / n for n in ("calibration.py", "load.py")]
     return [rel for rel in (str(p.relative_to(ROOT)) for p in paths) if rel not in CONFIG_LAYER]
 
 
@@ -69,6 +72,8 @@ def violations(rel: str, source: str, keys: set[str]) -> list[str]:
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
               and node.args and isinstance(node.args[0], ast.Constant)):
             key = node.args[0].value
+        if rel.startswith("analysis/") and key in FRAME_COLUMNS:
+            key = None
         if isinstance(key, str) and key in keys and not rel.startswith("rsd/drafters/"):
             out.append(f"{rel}:{node.lineno}: reads config key {key!r} from a mapping: {ast.unparse(node)[:60]}")
         if isinstance(node, ast.Attribute) and node.attr == "resolved" and isinstance(node.ctx, ast.Load):
