@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 from rsd.errors import RsdError
+from rsd.kinds import is_int, is_number
 from rsd.metrics import summarize_records
 
 SCHEMA_VERSION = 2  # what this version writes; it reads 1 (no schema_version) and 2
@@ -71,14 +72,6 @@ class SummaryError(SchemaError):
 
 
 # --------------------------------------------------------------------------------------------------------- kinds
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 class Kind(NamedTuple):
     """What a stored value must be: its check and how an error names it."""
 
@@ -88,15 +81,15 @@ class Kind(NamedTuple):
 
 TEXT = Kind(lambda v: isinstance(v, str), "a string")
 MAYBE_TEXT = Kind(lambda v: v is None or isinstance(v, str), "a string or null")
-INTEGER = Kind(_is_int, "an integer")
-COUNT = Kind(lambda v: _is_int(v) and v >= 0, "an integer >= 0")
-POSITIVE = Kind(lambda v: _is_int(v) and v >= 1, "an integer >= 1")
-AMOUNT = Kind(lambda v: _is_number(v) and v >= 0, "a number >= 0")
-MAYBE_NUMBER = Kind(lambda v: v is None or _is_number(v), "a number or null")
-TOKEN_IDS = Kind(lambda v: isinstance(v, list) and all(_is_int(t) and t >= 0 for t in v), "a list of token ids")
-COUNTS = Kind(lambda v: isinstance(v, list) and all(_is_int(t) and t >= 0 for t in v), "a list of integers >= 0")
-NUMBERS = Kind(lambda v: isinstance(v, list) and all(_is_number(x) for x in v), "a list of numbers")
-MAYBE_NUMBERS = Kind(lambda v: isinstance(v, list) and all(x is None or _is_number(x) for x in v),
+INTEGER = Kind(is_int, "an integer")
+COUNT = Kind(lambda v: is_int(v) and v >= 0, "an integer >= 0")
+POSITIVE = Kind(lambda v: is_int(v) and v >= 1, "an integer >= 1")
+AMOUNT = Kind(lambda v: is_number(v) and v >= 0, "a number >= 0")
+MAYBE_NUMBER = Kind(lambda v: v is None or is_number(v), "a number or null")
+TOKEN_IDS = Kind(lambda v: isinstance(v, list) and all(is_int(t) and t >= 0 for t in v), "a list of token ids")
+COUNTS = Kind(lambda v: isinstance(v, list) and all(is_int(t) and t >= 0 for t in v), "a list of integers >= 0")
+NUMBERS = Kind(lambda v: isinstance(v, list) and all(is_number(x) for x in v), "a list of numbers")
+MAYBE_NUMBERS = Kind(lambda v: isinstance(v, list) and all(x is None or is_number(x) for x in v),
                      "a list of numbers or nulls")
 OBJECT = Kind(lambda v: isinstance(v, dict), "an object")
 PROMPT_IDS = Kind(lambda v: isinstance(v, list) and all(isinstance(p, str) for p in v), "a list of prompt ids")
@@ -116,7 +109,7 @@ def _version(data: Mapping[str, Any], error: type[SchemaError], where: str) -> i
     if "schema_version" not in data:
         return 1
     version = data["schema_version"]
-    if not (_is_int(version) and version in VERSIONS):
+    if not (is_int(version) and version in VERSIONS):
         raise error(f"schema_version must be one of {', '.join(map(str, VERSIONS))} (this rsd reads versions up to "
                     f"{SCHEMA_VERSION}), got {version!r:.60}", where)
     return version
@@ -132,7 +125,7 @@ def _null_problem(cls: type, data: Mapping[str, Any]) -> str | None:
 
 def _kind_problem(obj: Any) -> str | None:
     """The first stored key of `obj` whose value is not of its kind (a key its version does not require may be None)."""
-    if not (_is_int(obj.schema_version) and obj.schema_version in VERSIONS):
+    if not (is_int(obj.schema_version) and obj.schema_version in VERSIONS):
         return f"schema_version must be one of {', '.join(map(str, VERSIONS))}, got {obj.schema_version!r:.60}"
     for f in fields(obj):
         value = getattr(obj, f.name)

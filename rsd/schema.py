@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from rsd.budgets import DEFAULT_MAX_RUNS, Budget
 from rsd.errors import ConfigError
+from rsd.kinds import is_int
 from rsd.sampling import SamplingParams
 from rsd.selection import RANKINGS
 
@@ -140,10 +141,6 @@ def budget_from(b: Mapping[str, Any]) -> Budget:
                   b.get("max_runs", DEFAULT_MAX_RUNS))
 
 
-def _is_int(value: Any, least: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
-
-
 def selection_from(b: Mapping[str, Any]) -> Selection | None:
     """The checked `budget.select` block, or None when selection is off."""
     sel = b.get("select")
@@ -151,14 +148,14 @@ def selection_from(b: Mapping[str, Any]) -> Selection | None:
         return None
     prompts, top = sel.get("prompts"), sel.get("top", 1)
     offset, new_tokens = sel.get("offset"), sel.get("new_tokens")
-    if not _is_int(prompts, 1):
+    if not is_int(prompts, 1):
         raise ConfigError(f"budget.select.prompts must be a positive integer (tuning prompts), got {prompts!r}")
-    if not _is_int(top, 1):
+    if not is_int(top, 1):
         raise ConfigError(f"budget.select.top must be a positive integer (shapes kept per method), got {top!r}")
-    if offset is not None and not _is_int(offset, 0):
+    if offset is not None and not is_int(offset, 0):
         raise ConfigError(f"budget.select.offset must be null (the dataset's last prompts) or the index of the first "
                           f"tuning prompt, an integer >= 0, got {offset!r}")
-    if new_tokens is not None and not _is_int(new_tokens, 1):
+    if new_tokens is not None and not is_int(new_tokens, 1):
         raise ConfigError(f"budget.select.new_tokens must be null (as sampling.max_new_tokens) or a positive integer "
                           f"(new tokens per tuning prompt), got {new_tokens!r}")
     by = sel.get("by", "prompt_mean")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import difflib
 import errno
 import functools
-import math
 import os
 import tempfile
 from collections.abc import Mapping
@@ -20,6 +19,7 @@ import torch
 from omegaconf import OmegaConf
 
 from rsd.errors import ConfigError
+from rsd.kinds import is_int, is_number
 from rsd.logger import check_wandb_credentials
 from rsd.metrics import TASK_METRIC
 from rsd.models.source import model_source
@@ -57,20 +57,12 @@ def validate_config(conf: dict) -> None:
     check_out_dir(conf["out_dir"])
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _check_run(conf: Mapping[str, Any]) -> None:
-    if not _is_int(conf.get("seed")):
+    if not is_int(conf.get("seed")):
         raise ConfigError(f"seed={conf.get('seed')!r} must be an integer (it seeds every prompt's randomness), "
                           "e.g. seed=0")
     threads = conf.get("num_threads")
-    if threads is not None and not (_is_int(threads) and threads >= 1):
+    if threads is not None and not (is_int(threads) and threads >= 1):
         raise ConfigError(f"num_threads={threads!r} must be a positive integer (torch threads) or null for torch's "
                           "default")
     if threads is not None and threads > THREADS_PER_CORE * (os.cpu_count() or 1):
@@ -81,34 +73,34 @@ def _check_run(conf: Mapping[str, Any]) -> None:
 
 def _check_sampling(s: Mapping[str, Any]) -> None:
     t = s.get("temperature")
-    if not (_is_number(t) and t >= 0):
+    if not (is_number(t, finite=True) and t >= 0):
         raise ConfigError(f"sampling.temperature={t!r} must be a finite number >= 0 (0 is greedy, 1 samples the "
                           "model's own distribution)")
     if 0 < t < MIN_TEMPERATURE:
         raise ConfigError(f"sampling.temperature={t!r} is below {MIN_TEMPERATURE:g}, where logits / T overflow; use "
                           "sampling.temperature=0 for greedy decoding")
     k = s.get("top_k")
-    if not (_is_int(k) and k >= 0):
+    if not (is_int(k) and k >= 0):
         raise ConfigError(f"sampling.top_k={k!r} must be an integer >= 0 (0 disables top-k)")
     p = s.get("top_p")
-    if not (_is_number(p) and 0 < p <= 1):
+    if not (is_number(p, finite=True) and 0 < p <= 1):
         raise ConfigError(f"sampling.top_p={p!r} must be a number in (0, 1] (1 disables top-p)")
     n = s.get("max_new_tokens")
-    if not (_is_int(n) and n >= 1):
+    if not (is_int(n) and n >= 1):
         raise ConfigError(f"sampling.max_new_tokens={n!r} must be a positive integer")
 
 
 def _check_dataset(d: Mapping[str, Any]) -> None:
     n = d.get("num_prompts")
-    if n is not None and not (_is_int(n) and n >= 1):
+    if n is not None and not (is_int(n) and n >= 1):
         raise ConfigError(f"dataset.num_prompts={n!r} must be a positive integer, or null for every prompt of the "
                           "set")
     cap = d.get("max_prompt_tokens")
-    if cap is not None and not (_is_int(cap) and cap >= 1):
+    if cap is not None and not (is_int(cap) and cap >= 1):
         raise ConfigError(f"dataset.max_prompt_tokens must be a positive integer (tokens kept of a longer prompt) or "
                           f"null for no limit, got {cap!r}")
     seed = d.get("shuffle_seed")
-    if seed is not None and not _is_int(seed):
+    if seed is not None and not is_int(seed):
         raise ConfigError(f"dataset.shuffle_seed={seed!r} must be an integer (a reproducible random choice of "
                           "prompts) or null for the file's order")
     if d.get("source", "builtin") == "builtin":
@@ -140,12 +132,12 @@ def _check_tiny(m: Mapping[str, Any]) -> None:
                           f"{TINY_DTYPE}: drop the override")
     tiny = m.get("tiny") or {}
     vocab, seed, std = tiny.get("vocab_size", BYTE_VOCAB), tiny.get("seed", 0), tiny.get("init_std", 0.02)
-    if not (_is_int(vocab) and vocab >= BYTE_VOCAB):
+    if not (is_int(vocab) and vocab >= BYTE_VOCAB):
         raise ConfigError(f"model_pair.tiny.vocab_size={vocab!r} must be an integer >= {BYTE_VOCAB} (the byte "
                           "tokenizer's tokens)")
-    if not _is_int(seed):
+    if not is_int(seed):
         raise ConfigError(f"model_pair.tiny.seed={seed!r} must be an integer (it seeds the random weights)")
-    if not (_is_number(std) and 0 < std <= 1):
+    if not (is_number(std, finite=True) and 0 < std <= 1):
         raise ConfigError(f"model_pair.tiny.init_std={std!r} must be a number in (0, 1] (the random weights' std; "
                           "transformers refuses more than 1), e.g. 0.02")
 
@@ -181,7 +173,7 @@ def _check_model_pair(m: Mapping[str, Any]) -> None:
         raise ConfigError(f"model_pair.static_forward={static!r} is not a static-shape forward mode; use null (eager "
                           f"forwards), {' or '.join(STATIC_MODES[1:])} (benchmarks/README.md, static_compile.py)")
     mix = m.get("mix")
-    if mix is not None and not (_is_number(mix) and 0 <= mix <= 1):
+    if mix is not None and not (is_number(mix, finite=True) and 0 <= mix <= 1):
         raise ConfigError(f"model_pair.mix={mix!r} must be a number in [0, 1] (the acceptance dial: 0 drafts from "
                           "the draft, 1 from the target), or null for the plain pair")
     _check_draft_kind(m)
@@ -252,7 +244,7 @@ def _check_drafter(d: Mapping[str, Any]) -> None:
                               "`name`; see conf/drafter/sd.yaml")
     defaults = drafter_defaults().get(d["_target_"], {})
     for key, value in d.items():
-        if _is_int(defaults.get(key)) and not _is_int(value):
+        if is_int(defaults.get(key)) and not is_int(value):
             raise ConfigError(f"drafter.{key}={value!r} must be an integer, like its default {defaults[key]} "
                               "(not a bool, a fraction or a quoted number)")
 
