@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from scipy import stats
 
-from analysis.load import completed, find_run_dirs, read_jsonl
+from analysis.load import completed, find_run_dirs, valid_records
 from rsd.data import load_examples
 from rsd.models.pairs import ModelPair, load_pair
 from rsd.prompts import prepare_prompts
@@ -82,7 +82,7 @@ def calibrate_run(run_dir: Path, pair: ModelPair | None = None) -> Calibration:
     prompts = run_prompts(dataset, summary["prompt_ids"], pair)
     gen = torch.Generator().manual_seed(0)
     pits, num, var = [], 0.0, 0.0
-    for record in read_jsonl(run_dir / "records.jsonl"):
+    for record in valid_records(run_dir / "records.jsonl"):
         ids, new = prompts[record["prompt_id"]], record["new_token_ids"]
         if not new:
             continue

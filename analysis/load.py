@@ -101,7 +101,7 @@ def completed(run_dirs: Iterable[Path]) -> list[Path]:
     return done
 
 
-def read_jsonl(path: Path) -> list[dict]:
+def valid_records(path: Path) -> list[dict]:
     """The valid records of a records file, read by the store's reader (each problem named in a warning)."""
     records, problems = scan_records(path)
     for problem in problems:

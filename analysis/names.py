@@ -15,9 +15,12 @@ METHODS = DRAFTER_LABELS
 PAIRS = {
     "smollm2": "SmolLM2-135M + 7M draft",
     "smollm2_v1": "SmolLM2-135M + v1 draft",
+    "smollm2_v2": "SmolLM2-135M + v2 draft",
+    "smollm2_eagle": "SmolLM2-135M + feature head (EAGLE-style)",
     "smollm2_dial": "SmolLM2-135M + acceptance dial (its draft mixed with the target)",
     "tiny_llama": "tiny random Llama pair", "tiny_opt": "tiny random OPT pair",
     "tiny_llama_dial": "tiny random Llama pair + acceptance dial",
+    "tiny_llama_eagle": "tiny random Llama pair + feature head",
     **{f"llama2_{s}": f"Llama 2 {s.upper()} + Llama-68M draft" for s in ("7b", "13b", "70b")},
     **{f"llama2_chat_{s}": f"Llama 2-Chat {s.upper()} + Llama-68M draft" for s in ("7b", "13b", "70b")},
     **{f"opt_{d}m_{t}b": f"OPT-{t}B + OPT-{d}M draft" for d in (125, 350) for t in (13, 30, 66)},

@@ -16,23 +16,18 @@ import argparse
 import sys
 import time
 import warnings
-from pathlib import Path
 
 import torch
+from common import machine
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from rsd.data import load_builtin  # noqa: E402
-from rsd.drafters import AR, SD  # noqa: E402
-from rsd.engine import Engine  # noqa: E402
-from rsd.models.embedded import default_pair_config  # noqa: E402
-from rsd.models.hardware import resolve_dtype  # noqa: E402
-from rsd.models.pairs import load_pair  # noqa: E402
-from rsd.sampling import SamplingParams, prompt_generator  # noqa: E402
+from rsd.data import load_builtin
+from rsd.drafters import AR, SD
+from rsd.engine import Engine
+from rsd.models.embedded import default_pair_config
+from rsd.models.hardware import resolve_dtype
+from rsd.models.pairs import load_pair
+from rsd.sampling import SamplingParams, prompt_generator
 from rsd.schema import ModelPairConfig
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine  # noqa: E402
 
 
 def count_calls(model: torch.nn.Module) -> list[int]:

@@ -11,7 +11,7 @@
 #
 # OUT_DIR defaults to $OUT. --cpu-smoke: the same code on CPU, scaled down /32, a few tokens (seconds).
 # WHEELS=DIR: install the wheels in DIR first (--no-index, into a temporary folder on PYTHONPATH), for a machine
-# without the project's pinned transformers and without internet. PYTHON: the interpreter (default python3).
+# without a transformers in the project's range and without internet. PYTHON: the interpreter (default python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -246,8 +246,8 @@ def check_forward(dtype: torch.dtype) -> None:
         problem = f"{type(err).__name__}: {err}"
     if problem:
         raise SystemExit(f"gpu_paper_shapes: transformers {transformers.__version__} cannot run rsd's forward "
-                         f"({problem}); install the version pyproject.toml pins (README.md's install command) or "
-                         "carry its wheel (benchmarks/README.md, gpu_check.sh)")
+                         f"({problem}); install one in the range pyproject.toml declares (README.md's install "
+                         "command) or carry its wheel (benchmarks/README.md, gpu_check.sh)")
 
 
 def write_report(path: Path, report: dict) -> None:

@@ -12,7 +12,7 @@ import math
 import time
 import traceback
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -45,6 +45,54 @@ BUSY_POLL_S = 2.0
 BUSY_WAIT_S = 0.0
 
 
+@dataclass
+class _Job:
+    """A config's runs, planned against what they read (`inputs`), and which of them are complete already."""
+
+    examples: list[Example]
+    tuning: list[Example]
+    inputs: dict
+    plans: list[RunPlan]  # every shape's evaluation run
+    tune_plans: list[RunPlan]
+    tuned: list[dict | None]  # the complete summary of each tuning run, None where it is not complete
+    chosen: list[tuple[RunPlan, dict]]  # the evaluation runs to do (the selected ones once tuning is complete),
+    #                                     each with its summary extra (how it was selected)
+    finished: list[dict | None]  # the complete summary of each chosen run, None where it is not complete
+
+    @property
+    def complete(self) -> bool:
+        """Every tuning and chosen evaluation run is complete."""
+        return all(s is not None for s in self.tuned + self.finished)
+
+    @property
+    def tuning_ids(self) -> list[str]:
+        return [ex.id for ex in self.tuning]
+
+
+def _plan_job(rc: RunConfig, examples: list[Example], tuning: list[Example] | None) -> _Job:
+    """Plan the runs of `rc` on `examples` (and, unless `tuning` is None, its tuning runs on `tuning`), selecting
+    shapes when every tuning run is complete already; reads run directories, writes nothing."""
+    inputs = run_inputs(rc, examples)
+    plans = plan_runs(rc, inputs)
+    tune_plans = [] if tuning is None else plan_runs(rc.for_tuning(), run_inputs(rc.for_tuning(), tuning))
+    tuning = tuning or []
+    for plan in tune_plans + plans:
+        check_run_files(plan.run_dir)  # a directory where summary.json belongs: one line now, not an OS error later
+    tuning_ids, prompt_ids = [ex.id for ex in tuning], [ex.id for ex in examples]
+    tuned = [complete_summary(p.run_dir, tuning_ids, quiet=True) for p in tune_plans]
+    chosen = [(p, {}) for p in plans]
+    if tune_plans and all(s is not None for s in tuned):
+        chosen = _selected(plans, tuned, tune_plans, rc.select, tuning_ids)
+    finished = [complete_summary(p.run_dir, prompt_ids, quiet=True) for p, _ in chosen]
+    return _Job(examples, tuning, inputs, plans, tune_plans, tuned, chosen, finished)
+
+
+def _report_complete(job: _Job) -> list[dict]:
+    for plan in job.tune_plans + [p for p, _ in job.chosen]:
+        print(f"[rsd] done already, skipping: {plan.run_dir}", flush=True)
+    return job.finished
+
+
 def run(rc: RunConfig) -> list[dict]:
     """Execute every run of a resolved config (rsd.config.resolve_config: every check before any model loads);
     returns the summaries of its runs (less any another process holds). When every run is already complete, no
@@ -57,45 +105,36 @@ def run(rc: RunConfig) -> list[dict]:
     if select is not None and len(rc.drafter.shapes) > 1:
         examples, tuning = split_tuning(load_examples(replace(rc.dataset, num_prompts=None)),
                                         rc.dataset.num_prompts, select.prompts, select.offset)
-        tune_rc = rc.for_tuning()
-        tune_plans = plan_runs(tune_rc, run_inputs(tune_rc, tuning))
     else:
-        examples, tuning, tune_plans = load_examples(rc.dataset), [], []
-    inputs = run_inputs(rc, examples)
-    plans = plan_runs(rc, inputs)
-    prompt_ids, tuning_ids = [ex.id for ex in examples], [ex.id for ex in tuning]
-    for plan in tune_plans + plans:
-        check_run_files(plan.run_dir)  # a directory where summary.json belongs: one line now, not an OS error later
-    tuned = [complete_summary(p.run_dir, tuning_ids, quiet=True) for p in tune_plans]
-    chosen = [(p, {}) for p in plans]
-    if tune_plans and all(s is not None for s in tuned):
-        chosen = _selected(plans, tuned, tune_plans, select, tuning_ids)
-        plans = [p for p, _ in chosen]
-    finished = [complete_summary(p.run_dir, prompt_ids, quiet=True) for p in plans]
-    tuning_note = f" (after {len(tune_plans)} tuning run(s) to choose them)" if tune_plans else ""
-    print(f"[rsd] this job plans {len(plans)} run(s){tuning_note}; {sum(s is not None for s in tuned + finished)} "
-          "already complete", flush=True)
-    if all(s is not None for s in tuned + finished):
-        for plan in tune_plans + plans:
-            print(f"[rsd] done already, skipping: {plan.run_dir}", flush=True)
-        return finished
+        examples, tuning = load_examples(rc.dataset), None
+    job = _plan_job(rc, examples, tuning)
+    tuning_note = f" (after {len(job.tune_plans)} tuning run(s) to choose them)" if job.tune_plans else ""
+    print(f"[rsd] this job plans {len(job.chosen)} run(s){tuning_note}; "
+          f"{sum(s is not None for s in job.tuned + job.finished)} already complete",
+          flush=True)
+    if job.complete:
+        return _report_complete(job)
     check_out_dir(str(rc.out_dir), must_write=True)  # only now, so that finished runs on a read-only mount are read
     if rc.num_threads:
         torch.set_num_threads(rc.num_threads)
-    need_draft = any(p.make_drafter().uses_draft_model for p in plans)
+    drafters = [p.make_drafter() for p, _ in job.chosen]
+    need_draft = any(d.uses_draft_model for d in drafters)
     # Prompt lengths need only the tokenizer and the model configs: checked before any weights load.
-    prompts, truncated = prompts_for(rc, examples + tuning)
-    check_context(prompts, rc.sampling.max_new_tokens, max(p.make_drafter().max_tree_size for p in plans),
+    prompts, truncated = prompts_for(rc, examples + job.tuning)
+    check_context(prompts, rc.sampling.max_new_tokens, max(d.max_tree_size for d in drafters),
                   pair_context_length(rc.model_pair, need_draft))
     prompts, tune_prompts = prompts[: len(examples)], prompts[len(examples):]
     pair = load_pair(rc.model_pair, need_draft=need_draft)
-    if run_inputs(rc, examples) != inputs:  # loading fetched a hub model: its revision now names the runs
-        return run(rc)
-    if tune_plans:  # the ranking needs every tuning run: wait for those another process holds, however long
-        tune_extra = {"selection": {"role": "tune", "prompts": tuning_ids}}
-        tuned = _execute_all([(p, tune_extra) for p in tune_plans], pair, tune_prompts, rc.for_tuning(), truncated,
-                             math.inf)
-        chosen = _selected(plans, tuned, tune_plans, select, tuning_ids)
+    if run_inputs(rc, examples) != job.inputs:  # loading fetched a hub model: its revision now names the runs
+        job = _plan_job(rc, examples, tuning)
+        if job.complete:
+            return _report_complete(job)
+    chosen = job.chosen
+    if job.tune_plans:  # the ranking needs every tuning run: wait for those another process holds, however long
+        tune_extra = {"selection": {"role": "tune", "prompts": job.tuning_ids}}
+        tuned = _execute_all([(p, tune_extra) for p in job.tune_plans], pair, tune_prompts, rc.for_tuning(),
+                             truncated, math.inf)
+        chosen = _selected(job.plans, tuned, job.tune_plans, select, job.tuning_ids)
     summaries = _execute_all(chosen, pair, prompts, rc, truncated, BUSY_WAIT_S)
     for (plan, _), summary in zip(chosen, summaries):
         if summary is None:

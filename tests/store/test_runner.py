@@ -186,3 +186,27 @@ def test_a_user_drafter_failing_anyhow_is_a_one_line_config_error(cls, words):
     with pytest.raises(ConfigError) as info:
         resolve_config(compose_cfg("drafter.name=mine", f"drafter._target_=test_runner.{cls}"))
     assert words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_runs_are_named_by_the_revision_that_loading_fetched(tmp_path, monkeypatch):
+    """A hub model fetched by load_pair changes the model fingerprint: the job re-plans under the new identity,
+    loads once and writes its runs there (and a rerun finds them complete without loading anything)."""
+    real_inputs, real_load, fetched, loads = rsd.runner.run_inputs, rsd.runner.load_pair, [], []
+
+    def inputs(rc, examples):
+        found = real_inputs(rc, examples)
+        return {**found, "model_files": {**found["model_files"], "hub_revision": "abc123" if fetched else None}}
+
+    def load(*args, **kwargs):
+        loads.append(1)
+        fetched.append(1)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(rsd.runner, "run_inputs", inputs)
+    monkeypatch.setattr(rsd.runner, "load_pair", load)
+    [summary] = tiny_run(tmp_path, "drafter=sd")
+    assert loads == [1]
+    written = json.loads(open(os.path.join(summary["run_dir"], "summary.json")).read())
+    assert written["config"]["inputs"]["model_files"]["hub_revision"] == "abc123"
+    [again] = tiny_run(tmp_path, "drafter=sd")
+    assert loads == [1] and again["run_dir"] == summary["run_dir"]
