@@ -18,7 +18,7 @@ from rsd.drafters.base import Drafter
 from rsd.engine import Engine, Generation
 from rsd.models.embedded import default_pair_config
 from rsd.models.feature_head import HeadLM
-from rsd.models.hardware import resolve_dtype
+from rsd.models.hardware import cpu_flags, resolve_dtype
 from rsd.models.pairs import load_pair
 from rsd.sampling import prompt_generator
 from rsd.schema import ModelPairConfig
@@ -64,7 +64,8 @@ def cpu_name() -> str:
 
 def machine() -> str:
     """One line naming the hardware and software the numbers come from."""
-    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU {cpu_name()}"
+    flags = "+".join(cpu_flags()) or "no AVX2"  # whether bfloat16 is native here (avx512_bf16, amx_bf16) or emulated
+    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU {cpu_name()} ({flags})"
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (f"{dev}, {os.cpu_count()} cores (load {load:.1f}), {torch.get_num_threads()} torch thread(s), "
             f"torch {torch.__version__}, python {platform.python_version()}")
