@@ -64,7 +64,7 @@ def cpu_name() -> str:
 
 def machine() -> str:
     """One line naming the hardware and software the numbers come from."""
-    flags = "+".join(cpu_flags()) or "no AVX2"  # whether bfloat16 is native here (avx512_bf16, amx_bf16) or emulated
+    flags = "+".join(cpu_flags()) or "no SIMD flags read"  # bfloat16 is native with avx512_bf16/amx_bf16, else emulated
     dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU {cpu_name()} ({flags})"
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (f"{dev}, {os.cpu_count()} cores (load {load:.1f}), {torch.get_num_threads()} torch thread(s), "
