@@ -1,5 +1,5 @@
 """Hydra entry point: `python run.py` (one run), `python run.py -m ...` (sweeps) and `python run.py ... --plan` (the
-pre-flight plan of rsd/plan.py, launching nothing). See README.md."""
+pre-flight plan of rsd/harness/plan.py, launching nothing). See README.md."""
 
 import os
 import sys
@@ -10,11 +10,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from rsd.config import resolve_config
 from rsd.errors import RsdError
-from rsd.preflight import refuse_job
-from rsd.runner import format_table, run
-from rsd.store import StorageFullError
+from rsd.harness.config import resolve_config
+from rsd.harness.preflight import refuse_job
+from rsd.harness.runner import format_table, run
+from rsd.harness.store import StorageFullError
 
 LOCAL_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"  # runs every job in this process
 
@@ -78,7 +78,7 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     if "--plan" in sys.argv[1:]:  # before Hydra parses argv: print the sweep's pre-flight plan, launch nothing
-        from rsd.plan import main as plan_main
+        from rsd.harness.plan import main as plan_main
 
         sys.exit(plan_main([a for a in sys.argv[1:] if a != "--plan"]))
     main()

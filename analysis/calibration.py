@@ -24,11 +24,11 @@ import torch
 from scipy import stats
 
 from analysis.load import completed, find_run_dirs, valid_records
+from rsd.core.sampling import probs_from_logits
 from rsd.data import load_examples
+from rsd.harness.prompts import prepare_prompts
+from rsd.harness.schema import Dataset, stored_blocks
 from rsd.models.pairs import ModelPair, load_pair
-from rsd.prompts import prepare_prompts
-from rsd.sampling import probs_from_logits
-from rsd.schema import Dataset, stored_blocks
 
 FALSE_ALARM = 1e-3
 

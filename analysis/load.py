@@ -1,15 +1,15 @@
 """Load run directories into tidy tables: one row per run, one per prompt, one per verification step.
 
-Run-level metrics come from each run's summary.json (written by rsd.execute.execute); per-prompt metrics are computed
-from records.jsonl with the same definitions (rsd.metrics, docs/algorithms.md#metrics). Ratios are to the AR run with
-the same model pair, dtype, dataset, sampling settings and seed; per-prompt ratios divide a prompt's value by that AR
-run's value. Fields added by later versions of the runner (`expected_emitted`, `decode_token_rate`, `decode_s`,
-`ttft_s`, the summary's `selection`) are optional: without them the matching columns are NaN.
+Run-level metrics come from each run's summary.json (written by rsd.harness.execute.execute); per-prompt metrics are
+computed from records.jsonl with the same definitions (rsd.core.metrics, docs/algorithms.md#metrics). Ratios are to the
+AR run with the same model pair, dtype, dataset, sampling settings and seed; per-prompt ratios divide a prompt's value
+by that AR run's value. Fields added by later versions of the runner (`expected_emitted`, `decode_token_rate`,
+`decode_s`, `ttft_s`, the summary's `selection`) are optional: without them the matching columns are NaN.
 
-Only complete runs are read: a run counts when rsd.store.summary_problem accepts it (summary marked complete, records
-checksum matching, every record valid, every stored metric equal to its recomputation from the records). Every other
-run directory is named, with the reason, in `Tables.skipped` and a warning; the records are read with the store's
-reader (rsd.store.scan_records), so the runner and the analysis see the same records.
+Only complete runs are read: a run counts when rsd.harness.store.summary_problem accepts it (summary marked complete,
+records checksum matching, every record valid, every stored metric equal to its recomputation from the records). Every
+other run directory is named, with the reason, in `Tables.skipped` and a warning; the records are read with the store's
+reader (rsd.harness.store.scan_records), so the runner and the analysis see the same records.
 
 Runs are grouped by what makes them comparable (SETTING: model pair, the acceptance dial's mix, dtype, dataset, the
 prompt set decoded, sampling and max_new_tokens); runs of two groups are never averaged or compared with each other.
@@ -35,9 +35,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.names import is_greedy
-from rsd.metrics import block_efficiency, mbsu, metric_name, token_rate
-from rsd.schema import ModelPairConfig, budget_from
-from rsd.store import scan_records, summary_problem
+from rsd.core.metrics import block_efficiency, mbsu, metric_name, token_rate
+from rsd.harness.schema import ModelPairConfig, budget_from
+from rsd.harness.store import scan_records, summary_problem
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def valid_records(path: Path) -> list[dict]:
 
 @dataclass(frozen=True)
 class StoredSetting:
-    """What a run's stored config says about its setting, read through the typed config blocks (rsd.schema): the
+    """What a run's stored config says about its setting, read through the typed config blocks (rsd.harness.schema): the
     model dtype, the draft model it loaded ('' where unrecorded: one pair name can run with several drafts, and their
     runs must never be pooled), the acceptance dial's mix as text ('' without one, so groupings never drop it) and
     the budget's number (None for a run without a budget: AR)."""
@@ -405,7 +405,7 @@ def tidy(frame: pd.DataFrame, first: Iterable[str]) -> pd.DataFrame:
 
 def read_run(run_dir: Path) -> tuple[dict, list[dict], pd.DataFrame, dict]:
     """One complete run's row, prompt rows, step frame and {prompt_id: token ids}; Unreadable (naming the file and
-    the reason) unless rsd.store.summary_problem accepts the run."""
+    the reason) unless rsd.harness.store.summary_problem accepts the run."""
     summary, why = summary_problem(run_dir)
     if summary is None:
         raise Unreadable(why or f"{run_dir}: incomplete run (no summary.json)")

@@ -28,7 +28,7 @@ PAIRS = {
 DATASETS = {"dolly_builtin": "Dolly-style prompts", "xsum_builtin": "XSum-style", "wmt_builtin": "WMT-style",
             "dolly": "Dolly 15k", "xsum": "XSum", "wmt": "WMT18 de-en", "local": "local prompts"}
 KINDS = {"fixed_length": ("fixed draft length", "L"), "fixed_compute": ("fixed target compute", "B")}
-SCORES = {"summarization": "ROUGE-L", "instruction": "ROUGE-L", "translation": "BLEU"}  # as rsd.metrics.TASK_METRIC
+SCORES = {"summarization": "ROUGE-L", "instruction": "ROUGE-L", "translation": "BLEU"}  # as metrics.TASK_METRIC
 
 
 def method_order(methods: Iterable[str]) -> list[str]:

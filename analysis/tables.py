@@ -29,7 +29,7 @@ from scipy import stats as sps
 
 from analysis.load import DIAL_NOTE, OPTIMUM, SETTING, SPEED
 from analysis.names import KINDS, method_label, method_order, setting_title
-from rsd.selection import SELECTED_BY
+from rsd.harness.selection import SELECTED_BY
 
 METRICS = {
     "block_efficiency": "Block efficiency (generated tokens per target call)",

@@ -12,16 +12,16 @@ from contextlib import contextmanager
 
 import torch
 
+from rsd.core.engine import Engine, Generation
+from rsd.core.sampling import prompt_generator
 from rsd.data import load_builtin
 from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr
 from rsd.drafters.base import Drafter
-from rsd.engine import Engine, Generation
+from rsd.harness.schema import ModelPairConfig
 from rsd.models.embedded import default_pair_config
 from rsd.models.feature_head import HeadLM
 from rsd.models.hardware import cpu_flags, resolve_dtype
 from rsd.models.pairs import load_pair
-from rsd.sampling import prompt_generator
-from rsd.schema import ModelPairConfig
 
 # (label, drafter factory): AR, every method at L = 4 (K = W = b_1 = 3) and at B = 30 (K = W = b_1 = 6, L = 5).
 SHAPES: dict[str, Callable[[], Drafter]] = {

@@ -20,14 +20,14 @@ import warnings
 import torch
 from common import machine
 
+from rsd.core.engine import Engine
+from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.data import load_builtin
 from rsd.drafters import AR, SD
-from rsd.engine import Engine
+from rsd.harness.schema import ModelPairConfig
 from rsd.models.embedded import default_pair_config
 from rsd.models.hardware import resolve_dtype
 from rsd.models.pairs import load_pair
-from rsd.sampling import SamplingParams, prompt_generator
-from rsd.schema import ModelPairConfig
 
 
 def count_calls(model: torch.nn.Module) -> list[int]:

@@ -16,9 +16,9 @@ import time
 import torch
 from common import PAIRS, command, machine
 
+from rsd.harness.schema import ModelPairConfig
 from rsd.models.adapter import CausalLM
 from rsd.models.pairs import load_pair
-from rsd.schema import ModelPairConfig
 
 QS = (1, 2, 4, 8, 13, 16, 31)
 

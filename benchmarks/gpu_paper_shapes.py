@@ -30,10 +30,10 @@ from torch._dynamo.utils import counters
 from torch.overrides import TorchFunctionMode
 from transformers import LlamaConfig, LlamaForCausalLM, OPTConfig, OPTForCausalLM
 
+from rsd.core.engine import Engine
+from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.drafters import RSDC, RSDS, SD, SpecInfer, SpecTr
-from rsd.engine import Engine
 from rsd.models.adapter import CausalLM
-from rsd.sampling import SamplingParams, prompt_generator
 
 ARCH = {  # the published configs' shape fields
     "llama-2-7b": ("llama", dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,

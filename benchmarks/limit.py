@@ -16,9 +16,9 @@ import time
 import torch
 from common import SHAPES, command, machine, parser_and_prompts, profile_prompts
 
-from rsd.engine import Engine
+from rsd.core.engine import Engine
+from rsd.core.sampling import SamplingParams
 from rsd.models.adapter import CausalLM
-from rsd.sampling import SamplingParams
 
 
 def forward_ms(lm: CausalLM, context: list[int], n: int, chain: bool, reps: int = 15) -> float:

@@ -18,9 +18,9 @@ import time
 
 from common import SHAPES, command, machine, parser_and_prompts
 
+from rsd.core.engine import Engine
+from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.drafters import BV, TV
-from rsd.engine import Engine
-from rsd.sampling import SamplingParams, prompt_generator
 
 B30 = {**{label: SHAPES[label] for label in
           ("sd L=30 (B=30)", "specinfer 6x5", "spectr 6x5", "rsd_c 6-1-1-1-1", "rsd_s 6x5")},

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from common import COMPONENTS, SHAPES, command, machine, parser_and_prompts, profile_prompts
 
-from rsd.engine import Engine
-from rsd.sampling import SamplingParams
+from rsd.core.engine import Engine
+from rsd.core.sampling import SamplingParams
 
 
 def main() -> None:

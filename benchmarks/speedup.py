@@ -20,13 +20,13 @@ import torch
 from common import PAIRS, command, machine
 
 from analysis.stats import paired
+from rsd.core.engine import Engine
+from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.data import load_builtin
 from rsd.drafters import AR, PLD, RSDC, RSDS, SD, Eagle2, SpecInfer, SpecTr
-from rsd.engine import Engine
+from rsd.harness.schema import ModelPairConfig
 from rsd.models.hardware import resolve_dtype
 from rsd.models.pairs import load_pair
-from rsd.sampling import SamplingParams, prompt_generator
-from rsd.schema import ModelPairConfig
 
 METHODS = {
     "ar": AR,

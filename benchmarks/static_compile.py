@@ -27,13 +27,13 @@ from dataclasses import dataclass
 import torch
 from common import PAIRS, command, machine
 
+from rsd.core.engine import Engine
+from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.data import load_builtin
 from rsd.drafters import AR, SD, SpecTr
-from rsd.engine import Engine
+from rsd.harness.schema import ModelPairConfig
 from rsd.models.adapter import PAD_QS, CausalLM
 from rsd.models.pairs import load_pair
-from rsd.sampling import SamplingParams, prompt_generator
-from rsd.schema import ModelPairConfig
 
 CONTEXT = 256
 NEW_TOKENS = 32

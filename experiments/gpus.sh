@@ -1,4 +1,4 @@
-# Sourced by the paper scripts. The 66B/70B pairs need ~137-139 GB in float16 (python -m rsd.plan prints it), two
+# Sourced by the paper scripts. The 66B/70B pairs need ~137-139 GB in float16 (python -m rsd.harness.plan prints it), two
 # 80 GB GPUs spread by their model_pair's `device_map: auto`; every other pair fits one. So each script runs those
 # pairs in a sweep of their own, and `two_gpus "$@"` prints the override that asks a SLURM launcher for two GPUs
 # per job (nothing for a local launcher, which uses the GPUs it sees). The script's own arguments come after it,

@@ -20,14 +20,14 @@ import time
 import numpy as np
 import torch
 
+from rsd.core.engine import Engine
+from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.data import load_builtin
 from rsd.drafters import SD
-from rsd.engine import Engine
+from rsd.harness.schema import ModelPairConfig
 from rsd.models.embedded import cache_root
 from rsd.models.feature_head import unrolled_outputs
 from rsd.models.pairs import load_pair
-from rsd.sampling import SamplingParams, prompt_generator
-from rsd.schema import ModelPairConfig
 
 PAIR = {"name": "smollm2_eagle", "target": "embedded:smollm2-135m-instruct", "draft": "embedded:smollm2-eagle",
         "draft_kind": "feature_head", "chat": True, "dtype": "float32", "device": "cpu"}

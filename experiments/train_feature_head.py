@@ -11,7 +11,7 @@ Stages (each resumable; outputs land in --work, default ~/.cache/rsd/feature-wor
 
 The held-out check at the end of `train` is teacher-forced acceptance sum_x min(p, q) by draft position (the first,
 second, ... drafted token) on 64 held-out teacher answers, q the target's top-32 law (a lower bound); the built-in
-prompts are never in the teacher data. In-engine agreement with it is tests/engine/test_feature_drafts.py.
+prompts are never in the teacher data. In-engine agreement with it is tests/core/test_feature_drafts.py.
 
 The shipped head (one thread; CPU time as printed by the stages):
 

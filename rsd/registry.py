@@ -57,10 +57,11 @@ VERIFIERS = Registry("verifier", "drafter.verifier", {
     "walk": "rsd.verify.walk.Walk", "block": "rsd.verify.block.Block", "traversal": "rsd.verify.traversal.Traversal"},
     base="rsd.verify.base.Verifier", instances=True)
 RULES = Registry("node rule", "rule", {
-    "sd": "rsd.rules.sd_rule", "specinfer": "rsd.rules.specinfer_rule", "kseq": "rsd.rules.kseq_rule",
-    "rsd": "rsd.rules.rsd_rule", "onehot": "rsd.rules.onehot_rule"})
-LOGGERS = Registry("logger", "logger.name", {"none": "rsd.logger.NullLogger", "wandb": "rsd.logger.WandbLogger"},
-                   base="rsd.logger.Logger")
+    "sd": "rsd.core.rules.sd_rule", "specinfer": "rsd.core.rules.specinfer_rule", "kseq": "rsd.core.rules.kseq_rule",
+    "rsd": "rsd.core.rules.rsd_rule", "onehot": "rsd.core.rules.onehot_rule"})
+LOGGERS = Registry("logger", "logger.name",
+                   {"none": "rsd.harness.logger.NullLogger", "wandb": "rsd.harness.logger.WandbLogger"},
+                   base="rsd.harness.logger.Logger")
 DATASETS = Registry("built-in dataset", "dataset.name", {
     "xsum_builtin": "rsd.data.XSUM", "wmt_builtin": "rsd.data.WMT", "dolly_builtin": "rsd.data.DOLLY"},
     base="rsd.data.BuiltinSet", instances=True, open=False)

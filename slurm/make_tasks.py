@@ -3,7 +3,7 @@
     python slurm/make_tasks.py --out tasks.txt experiment=fig_opt_fixed_length model_pair=opt_125m_13b
     sbatch --array=0-$(( $(wc -l < tasks.txt) - 1 ))%16 slurm/array.sbatch tasks.txt
 
-Before writing a line it runs the sweep's pre-flight (rsd.plan: every job's config and budget shapes, the models
+Before writing a line it runs the sweep's pre-flight (rsd.harness.plan: every job's config and budget shapes, the models
 and datasets, each pair's memory) against the resources each array task gets: array.sbatch's `#SBATCH` lines,
 or `--gpus-per-node=N` / `--mem-gb=N` when you pass the same to sbatch. A sweep that cannot run is refused with one
 line and exit status 2, and nothing is written; RSD_SKIP_PREFLIGHT skips checks as for `run.py -m`. Without `--out`
@@ -38,7 +38,7 @@ def task_args(tasks: Path, index: int) -> list[str]:
 
 
 def sbatch_resources(script: Path = SBATCH) -> dict[str, str]:
-    """The resources a batch script's `#SBATCH` lines request, as the launcher keys rsd.plan reads
+    """The resources a batch script's `#SBATCH` lines request, as the launcher keys rsd.harness.plan reads
     (gpus_per_node, gres, mem_gb)."""
     found: dict[str, str] = {}
     for line in script.read_text(encoding="utf-8").splitlines():
@@ -75,8 +75,8 @@ def check_sweep(overrides: list[str], resources: dict[str, str]) -> None:
     """A ConfigError naming every problem (on one line) when the sweep's pre-flight refuses it or a job's config is
     invalid, judged for array tasks that get `resources`."""
     from rsd.errors import ConfigError, RsdError
-    from rsd.plan import build_plan
-    from rsd.preflight import skipped_checks
+    from rsd.harness.plan import build_plan
+    from rsd.harness.preflight import skipped_checks
 
     skip = skipped_checks(os.environ.get("RSD_SKIP_PREFLIGHT", ""))
     try:
@@ -89,14 +89,15 @@ def check_sweep(overrides: list[str], resources: dict[str, str]) -> None:
     problems = plan.problems + plan.job_errors
     if problems:
         raise ConfigError(f"no task list written, the sweep's pre-flight refused it ({len(problems)} problem(s)): "
-                          + "; ".join(problems) + f" (python -m rsd.plan {shlex.join(overrides)} prints the plan; "
+                          + "; ".join(problems)
+                          + f" (python -m rsd.harness.plan {shlex.join(overrides)} prints the plan; "
                           f"each array task gets {resources}: pass --gpus-per-node=N or --mem-gb=N here and the same "
                           "to sbatch for other resources)")
 
 
 def write_tasks(argv: list[str]) -> None:
     """Check the sweep of `argv` (options and overrides), then write one quoted task line per job."""
-    from rsd.sweep import expand_jobs
+    from rsd.harness.sweep import expand_jobs
 
     options, overrides = split_argv(argv)
     resources = sbatch_resources()

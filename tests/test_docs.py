@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from helpers import CONF, ROOT, representative_jobs, run_cfg
-from rsd.runs import plan_runs
-from rsd.sweep import expand_jobs
+from helpers.config import CONF, ROOT, representative_jobs, run_cfg
+from rsd.harness.runs import plan_runs
+from rsd.harness.sweep import expand_jobs
 
 # The repository's own top-level directories: a path under one of them, named in conf/, must exist.
 TOP_DIRS = ("analysis", "benchmarks", "conf", "docs", "examples", "experiments", "rsd", "slurm", "tests")

@@ -26,7 +26,7 @@ def test_slurm_absence_is_one_rsd_line(monkeypatch, tmp_path):
     import pytest
 
     from rsd.errors import ConfigError
-    from rsd.preflight import check_slurm
+    from rsd.harness.preflight import check_slurm
 
     launcher = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
     monkeypatch.setenv("PATH", str(tmp_path))

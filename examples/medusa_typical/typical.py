@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from rsd.coins import Coins
-from rsd.tree import DraftTree
+from rsd.core.coins import Coins
+from rsd.core.tree import DraftTree
 
 
 class TypicalAcceptance:

@@ -8,8 +8,8 @@ It reuses RSD-C's branching-vector shapes (and so its budgets) and replaces only
 
 from __future__ import annotations
 
+from rsd.core.tree import DraftTree
 from rsd.drafters import RSDC
-from rsd.tree import DraftTree
 
 
 class TopKTree(RSDC):

@@ -28,14 +28,14 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 
+from rsd.certify.oracles import FALSE_ALARM
 from rsd.certify.suite import certify
 from rsd.certify.usefulness import USEFUL_PROMPTS, USEFUL_TOKENS
-from rsd.config import resolve_config
 from rsd.drafters.base import Drafter
 from rsd.errors import ConfigError, RsdError, one_line
-from rsd.oracles import FALSE_ALARM
+from rsd.harness.config import resolve_config
+from rsd.harness.runs import plan_runs
 from rsd.paths import CONF_DIR
-from rsd.runs import plan_runs
 
 
 def compose_drafters(overrides: list[str]) -> list[tuple[str, Drafter]]:

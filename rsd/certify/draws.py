@@ -1,4 +1,4 @@
-"""The production draw helpers (rsd.coins.RandomDraws) against the laws the exact oracle enumerates."""
+"""The production draw helpers (rsd.core.coins.RandomDraws) against the laws the exact oracle enumerates."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from dataclasses import asdict
 
 import torch
 
+from rsd.certify.exact_engine import EnumeratedDraws
+from rsd.certify.oracles import FALSE_ALARM, chi_square_test, enumerate_outcomes
 from rsd.certify.report import Check
-from rsd.coins import RandomDraws
-from rsd.exact_engine import EnumeratedDraws
-from rsd.oracles import FALSE_ALARM, chi_square_test, enumerate_outcomes
+from rsd.core.coins import RandomDraws
 
 
 def _two_beam_steps(draws, width: int = 2) -> tuple:
@@ -24,8 +24,8 @@ def _two_beam_steps(draws, width: int = 2) -> tuple:
 
 
 def draw_helpers_check(samples: int = 20000, seed: int = 0) -> Check:
-    """The production draw helpers (rsd.coins.RandomDraws) against the laws the exact oracle enumerates: Gumbel-top-3
-    of one law, and two stochastic beam search steps; chi-square each."""
+    """The production draw helpers (rsd.core.coins.RandomDraws) against the laws the exact oracle enumerates:
+    Gumbel-top-3 of one law, and two stochastic beam search steps; chi-square each."""
     gen = torch.Generator().manual_seed(seed)
     p = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=torch.float64)
     experiments = {

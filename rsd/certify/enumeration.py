@@ -9,9 +9,7 @@ from functools import partial
 import torch
 
 from rsd.certify.exact import EXACT_BOUND
-from rsd.certify.report import Check
-from rsd.drafters.base import Drafter
-from rsd.oracles import (
+from rsd.certify.oracles import (
     LAW_KINDS,
     PrefixLaws,
     draft_chain,
@@ -20,6 +18,8 @@ from rsd.oracles import (
     node_output_law,
     tree_law_error,
 )
+from rsd.certify.report import Check
+from rsd.drafters.base import Drafter
 from rsd.verify import verifier_for
 
 

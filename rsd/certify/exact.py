@@ -7,15 +7,15 @@ from collections.abc import Callable
 
 import torch
 
+from rsd.certify.exact_engine import ContextTables, EnumeratedDraws, TableHeadLM, TableLM, target_law, total_variation
+from rsd.certify.oracles import NondeterministicExperiment, TooManyOutcomes, enumerate_outcomes
 from rsd.certify.report import Check
-from rsd.coins import RandomDraws
+from rsd.core.coins import RandomDraws
+from rsd.core.engine import Engine, Generation, ModelDraftContext
+from rsd.core.sampling import SamplingParams
+from rsd.core.tree import DraftTree
 from rsd.drafters.base import Drafter
 from rsd.drafters.contract import DrafterContractError, check_drafted_tree
-from rsd.engine import Engine, Generation, ModelDraftContext
-from rsd.exact_engine import ContextTables, EnumeratedDraws, TableHeadLM, TableLM, target_law, total_variation
-from rsd.oracles import NondeterministicExperiment, TooManyOutcomes, enumerate_outcomes
-from rsd.sampling import SamplingParams
-from rsd.tree import DraftTree
 from rsd.verify import Verifier, verifier_for
 from rsd.verify.contract import VerifierContractError
 
@@ -28,7 +28,7 @@ ENGINE_MAX_RUNS = 10_000  # engine replays per case (3-6 ms each): K = 3 i.i.d. 
 
 def engine_for(drafter: Drafter, params: SamplingParams, eos: tuple[int, ...], vocab: int,
                verifier: Verifier | None = None) -> Callable[[TableLM, TableLM], Engine]:
-    """A factory (target, draft) -> Engine for `rsd.exact_engine.engine_law`; `verifier` replaces the drafter's."""
+    """A factory (target, draft) -> Engine for `exact_engine.engine_law`; `verifier` replaces the drafter's."""
     return lambda target, draft: Engine(target, draft, drafter, params, list(eos), vocab, verifier)
 
 

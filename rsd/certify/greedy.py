@@ -6,16 +6,16 @@ from __future__ import annotations
 import torch
 
 from rsd.certify.report import Check
+from rsd.core.engine import Engine
+from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.data import load_builtin
 from rsd.drafters import AR
 from rsd.drafters.base import Drafter
-from rsd.engine import Engine
+from rsd.harness.schema import ModelPairConfig
 from rsd.models.adapter import CausalLM
 from rsd.models.embedded import default_pair_config
 from rsd.models.pairs import load_pair
 from rsd.models.tiny import tiny_pair
-from rsd.sampling import SamplingParams, prompt_generator
-from rsd.schema import ModelPairConfig
 
 
 def greedy_pairs(embedded: bool) -> list[tuple[str, torch.nn.Module, torch.nn.Module, list[list[int]], list[int]]]:

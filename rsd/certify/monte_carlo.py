@@ -7,15 +7,15 @@ from dataclasses import asdict
 from functools import cache
 
 from rsd.certify.exact import T1, engine_for
+from rsd.certify.exact_engine import ContextTables, TableLM, engine_law, target_law
+from rsd.certify.oracles import chi_square_power, chi_square_test, engine_monte_carlo
 from rsd.certify.report import Check
+from rsd.core.engine import Engine
+from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.drafters import SD
 from rsd.drafters.base import Drafter
 from rsd.drafters.contract import DrafterContractError
-from rsd.engine import Engine
-from rsd.exact_engine import ContextTables, TableLM, engine_law, target_law
 from rsd.models.tiny import tiny_pair
-from rsd.oracles import chi_square_power, chi_square_test, engine_monte_carlo
-from rsd.sampling import SamplingParams, prompt_generator
 
 # T=2 with top-k and top-p keeps many sequences alive while both filters bite (a check with power, not 4 cells).
 MC_SAMPLING = (SamplingParams(1.0), SamplingParams(2.0, top_k=4, top_p=0.95))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rsd.core.plugin import PluginError
 from rsd.errors import one_line
-from rsd.plugin import PluginError
 
 
 @dataclass

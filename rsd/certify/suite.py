@@ -12,9 +12,9 @@ from rsd.certify.greedy import greedy_check
 from rsd.certify.monte_carlo import MC_SAMPLING, monte_carlo_check, table_monte_carlo_check
 from rsd.certify.report import Certificate, Check, raised_text
 from rsd.certify.usefulness import usefulness_check
+from rsd.core.sampling import SamplingParams
 from rsd.drafters.base import Drafter
 from rsd.drafters.contract import DrafterContractError
-from rsd.sampling import SamplingParams
 from rsd.verify.contract import VerifierContractError
 
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from rsd.certify.report import Usefulness, raised_text
+from rsd.core.engine import Engine
+from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.data import load_builtin
 from rsd.drafters import SD
 from rsd.drafters.base import Drafter
-from rsd.engine import Engine
+from rsd.harness.schema import ModelPairConfig
 from rsd.models.embedded import ModelUnavailableError
 from rsd.models.pairs import load_pair
 from rsd.paths import CONF_DIR
-from rsd.sampling import SamplingParams, prompt_generator
-from rsd.schema import ModelPairConfig
 
 USEFUL_PROMPTS, USEFUL_TOKENS = 3, 24  # short on purpose: a smoke test of usefulness, not a benchmark
 USELESS_ACCEPTANCE = 0.05  # mean accepted tokens per step below this is "~0"

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rsd.errors import RsdError
+from rsd.harness.schema import Dataset
 from rsd.registry import DATASETS, lookup
-from rsd.schema import Dataset
 
 if TYPE_CHECKING:
     import datasets

@@ -8,10 +8,10 @@ from typing import Any, ClassVar, Protocol
 
 import torch
 
-from rsd.budgets import Budget, InfeasibleBudgetError
-from rsd.coins import Draws
-from rsd.rules import NodeRule
-from rsd.tree import DraftTree
+from rsd.core.budgets import Budget, InfeasibleBudgetError
+from rsd.core.coins import Draws
+from rsd.core.rules import NodeRule
+from rsd.core.tree import DraftTree
 
 
 class DraftContext(Protocol):

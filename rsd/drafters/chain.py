@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rsd.budgets import Budget
+from rsd.core.budgets import Budget
+from rsd.core.tree import DraftTree
 from rsd.drafters.base import DraftContext, Drafter
-from rsd.tree import DraftTree
 
 
 class AR(Drafter):

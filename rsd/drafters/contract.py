@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from rsd.core.plugin import is_token
+from rsd.core.tree import DraftTree
 from rsd.errors import RsdError
-from rsd.plugin import is_token
-from rsd.tree import DraftTree
 
 
 class DrafterContractError(RsdError, RuntimeError):

@@ -7,10 +7,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from rsd.budgets import Budget, factor_pairs
+from rsd.core.budgets import Budget, factor_pairs
+from rsd.core.sampling import most_likely
+from rsd.core.tree import DraftTree
 from rsd.drafters.base import DraftContext, Drafter
-from rsd.sampling import most_likely
-from rsd.tree import DraftTree
 
 
 class Eagle2(Drafter):

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rsd.budgets import Budget, factor_pairs
-from rsd.coins import iid_rows
+from rsd.core.budgets import Budget, factor_pairs
+from rsd.core.coins import iid_rows
+from rsd.core.tree import DraftTree
 from rsd.drafters.base import DraftContext, Drafter
-from rsd.tree import DraftTree
 
 
 class IIDTrie(Drafter):

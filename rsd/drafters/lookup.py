@@ -7,10 +7,10 @@ from typing import Any
 
 import torch
 
-from rsd.budgets import Budget
+from rsd.core.budgets import Budget
+from rsd.core.tree import DraftTree
 from rsd.drafters.base import DraftContext
 from rsd.drafters.chain import SD
-from rsd.tree import DraftTree
 
 
 def lookup_continuation(tokens: Sequence[int], max_ngram: int, length: int) -> list[int]:

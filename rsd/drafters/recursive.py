@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
-from rsd.budgets import Budget, branching_vectors, factor_pairs
+from rsd.core.budgets import Budget, branching_vectors, factor_pairs
+from rsd.core.tree import DraftTree
 from rsd.drafters.base import DraftContext, Drafter
-from rsd.tree import DraftTree
 
 
 class RSDC(Drafter):

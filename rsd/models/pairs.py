@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from rsd.errors import ConfigError
+from rsd.harness.schema import ModelPairConfig
 from rsd.models.adapter import CausalLM
 from rsd.models.dial import MixtureLM
 from rsd.models.feature_head import HeadLM
 from rsd.models.source import evict_except, pair_sources
 from rsd.models.tiny import ByteTokenizer
 from rsd.models.trimmed import output_width
-from rsd.schema import ModelPairConfig
 
 
 class TokenizerMismatchError(ConfigError):

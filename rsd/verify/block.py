@@ -11,9 +11,9 @@ import math
 
 import torch
 
-from rsd.coins import Coins, first_outcome
-from rsd.rules import normalised
-from rsd.tree import DraftTree
+from rsd.core.coins import Coins, first_outcome
+from rsd.core.rules import normalised
+from rsd.core.tree import DraftTree
 
 
 def chain_nodes(tree: DraftTree) -> list[int]:

@@ -7,9 +7,9 @@ import math
 
 import torch
 
+from rsd.core.plugin import is_token, plugin_call
+from rsd.core.tree import DraftTree
 from rsd.errors import RsdError
-from rsd.plugin import is_token, plugin_call
-from rsd.tree import DraftTree
 from rsd.verify.base import Verifier
 
 

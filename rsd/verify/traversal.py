@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from rsd.coins import Coins, first_outcome
-from rsd.rules import normalised
-from rsd.tree import DraftTree
+from rsd.core.coins import Coins, first_outcome
+from rsd.core.rules import normalised
+from rsd.core.tree import DraftTree
 
 
 class TraversalState:

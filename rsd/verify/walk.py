@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from rsd.coins import Coins
-from rsd.rules import NodeRule, get_rule, verify_chain, verify_node
-from rsd.tree import DraftTree
+from rsd.core.coins import Coins
+from rsd.core.rules import NodeRule, get_rule, verify_chain, verify_node
+from rsd.core.tree import DraftTree
 
 
 def single_candidate_chain(tree: DraftTree, v: int, eos: frozenset[int]) -> list[int]:

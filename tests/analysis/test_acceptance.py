@@ -3,11 +3,11 @@
 import pytest
 
 from analysis.acceptance import acceptance_markdown, acceptance_summary
+from rsd.core.engine import Engine
+from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.drafters import SD
-from rsd.engine import Engine
 from rsd.models.adapter import CausalLM
 from rsd.models.tiny import tiny_pair
-from rsd.sampling import SamplingParams, prompt_generator
 
 
 def record(accepted, verified, new_tokens=None):

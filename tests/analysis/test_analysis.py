@@ -16,7 +16,8 @@ from analysis.figures import figures
 from analysis.load import load
 from analysis.report import main
 from analysis.tables import all_tables, best_shapes
-from helpers import CONF, HOT, one, record, section, write_run
+from helpers.config import CONF
+from helpers.runs import HOT, one, record, section, write_run
 
 COOL = {**HOT, "temperature": 0.5}
 def ar(root: Path, name: str, wall: float, scores: tuple[float, float], accuracy: float, sampling: dict = HOT) -> None:

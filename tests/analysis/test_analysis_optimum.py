@@ -16,7 +16,7 @@ from analysis.names import method_label, method_order
 from analysis.report import build_report
 from analysis.stats import all_pairs, pairs_markdown
 from analysis.tables import all_tables, best_shapes, optimum_table
-from helpers import one, record, section, write_run
+from helpers.runs import one, record, section, write_run
 
 DIAL = {"name": "tiny_llama_dial", "mix": 0.6}
 T975 = float(sps.t.ppf(0.975, 1))  # two prompts: one degree of freedom

@@ -11,7 +11,7 @@ BUDGET = Path("pair") / "dolly_builtin" / "T1-k0-p1-n32" / "L2"
 
 
 def test_archives_skip_temporaries_and_stay_byte_identical(tmp_path: Path) -> None:
-    """A `.tmp` left by rsd.store's atomic writes (a run being written, or killed mid-write) is not packed, and the
+    """A `.tmp` left by the store's atomic writes (a run being written, or killed mid-write) is not packed, and the
     archive's bytes are those of the same study without it."""
     root = tmp_path / "results" / "study-x"
     run = root / BUDGET / "sd-L2-s0-aaaa"

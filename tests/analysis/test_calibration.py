@@ -6,11 +6,11 @@ from pathlib import Path
 import torch
 
 from analysis.calibration import calibrate_run, main
-from helpers import run_cfg
+from helpers.config import run_cfg
 from rsd.data import load_examples
+from rsd.harness.runner import run
+from rsd.harness.schema import stored_blocks
 from rsd.models.pairs import load_pair
-from rsd.runner import run
-from rsd.schema import stored_blocks
 
 
 @torch.inference_mode()

@@ -5,10 +5,10 @@ from pathlib import Path
 
 from analysis.calibration import calibrate_run
 from analysis.load import completed, find_run_dirs
-from helpers import run_cfg
+from helpers.config import run_cfg
+from rsd.harness.runner import run
+from rsd.harness.schema import stored_blocks
 from rsd.models.pairs import load_pair
-from rsd.runner import run
-from rsd.schema import stored_blocks
 
 
 def test_calibration_uses_the_runs_truncated_prompts_and_its_tuning_split(tmp_path):

@@ -12,8 +12,9 @@ import pandas as pd
 from analysis.figures import figures
 from analysis.load import load
 from analysis.tables import compute_table
-from helpers import ROOT, record, write_run
-from rsd.execute import git_state
+from helpers.config import ROOT
+from helpers.runs import record, write_run
+from rsd.harness.execute import git_state
 
 V3 = ROOT / "docs" / "results" / "embedded-v3"
 
@@ -84,7 +85,7 @@ def test_study_script_defaults_reproduce_the_committed_study():
 def test_committed_selection_is_reproduced_by_its_preset_criterion():
     """The fixed-compute preset pins the run-level criterion the study ran with: ranking the committed tuning runs
     by it picks every evaluated shape (75 of 75 cells)."""
-    from helpers import compose_cfg
+    from helpers.config import compose_cfg
 
     assert compose_cfg("experiment=study_v3_fixed_compute").budget.select.by == "ratio_of_sums"
     runs = pd.read_csv(V3 / "runs.csv", keep_default_na=False)

@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from helpers import ROOT
+from helpers.config import ROOT
 
 spec = importlib.util.spec_from_file_location("rate_ratios", ROOT / "experiments" / "rate_ratios.py")
 rate_ratios = importlib.util.module_from_spec(spec)

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from helpers import ROOT
+from helpers.config import ROOT
 
 spec = importlib.util.spec_from_file_location("rate_ratios", ROOT / "experiments" / "rate_ratios.py")
 rate_ratios = importlib.util.module_from_spec(spec)

@@ -17,7 +17,7 @@ from analysis.load import first_divergence, load
 from analysis.report import build_report, main
 from analysis.stats import all_pairs, expectation_check, holm, paired, ranking_lines
 from analysis.tables import all_tables, best_shapes, compute_table
-from helpers import HOT, one, record, write_run
+from helpers.runs import HOT, one, record, write_run
 
 N = 12  # prompts per run
 GREEDY = {**HOT, "temperature": 0.0}

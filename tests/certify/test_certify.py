@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers import traversal_with
+from helpers.trees import traversal_with
 from rsd.certify import (
     MC_SAMPLING,
     Check,
@@ -14,8 +14,8 @@ from rsd.certify import (
     monte_carlo_check,
     usefulness_check,
 )
+from rsd.core.sampling import SamplingParams
 from rsd.drafters import RSDC, SD, TV
-from rsd.sampling import SamplingParams
 
 BUILTIN = ["ar", "sd", "bv", "specinfer", "spectr", "rsd_c", "tv", "rsd_s", "pld", "eagle2"]
 

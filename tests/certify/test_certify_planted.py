@@ -4,11 +4,11 @@ import pytest
 import torch
 
 import rsd.certify.monte_carlo
-import rsd.coins
+import rsd.core.coins
 from rsd.certify import RootLawSD, certify, draw_helpers_check, engine_exact_check, table_monte_carlo_check
+from rsd.certify.exact_engine import ContextTables, target_law
+from rsd.core.gumbel import gumbel
 from rsd.drafters import RSDC, RSDS, SD, SpecInfer, SpecTr
-from rsd.exact_engine import ContextTables, target_law
-from rsd.gumbel import gumbel
 
 
 class ParentLawSD(SD):
@@ -137,7 +137,7 @@ def test_draw_helper_check_catches_broken_helpers(monkeypatch, helper, broken):
     """A bug inside a production draw helper is invisible to the exact oracle (which enumerates the ideal law); the
     helpers' own check against the enumerated law catches it."""
     torch.set_num_threads(1)
-    monkeypatch.setattr(rsd.coins, helper, broken)
+    monkeypatch.setattr(rsd.core.coins, helper, broken)
     check = draw_helpers_check()
     assert check.passed is False, check.summary
 
@@ -149,7 +149,7 @@ def test_table_monte_carlo_catches_a_gumbel_key_without_logp(monkeypatch):
     torch.set_num_threads(1)
     monkeypatch.setattr(rsd.certify.monte_carlo, "planted_sd_law", lambda vocab, seed, params, length: target_law(
         ContextTables(vocab, seed, "close"), params, [0], length, frozenset()))
-    monkeypatch.setattr(rsd.coins, "gumbel_topk", _gumbel_topk_without_logp)
+    monkeypatch.setattr(rsd.core.coins, "gumbel_topk", _gumbel_topk_without_logp)
     drafter = RSDC([2, 1])
     assert engine_exact_check(drafter).passed is True
     check = table_monte_carlo_check(drafter, 400)

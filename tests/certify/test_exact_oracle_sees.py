@@ -9,15 +9,15 @@ from collections import Counter
 import pytest
 import torch
 
-import rsd.engine
+import rsd.core.engine
 from rsd.certify import T1, engine_exact_check
-from rsd.coins import RandomDraws
+from rsd.certify.exact_engine import ContextTables, EnumeratedDraws, TableLM, engine_law, target_law, total_variation
+from rsd.certify.oracles import enumerate_outcomes
+from rsd.core.coins import RandomDraws
+from rsd.core.engine import Engine, Generation, ModelDraftContext, _Stopwatch, tree_inputs
+from rsd.core.tree import DraftTree
 from rsd.drafters import RSDC, SD, SpecInfer
 from rsd.drafters.base import DraftContext
-from rsd.engine import Engine, Generation, ModelDraftContext, _Stopwatch, tree_inputs
-from rsd.exact_engine import ContextTables, EnumeratedDraws, TableLM, engine_law, target_law, total_variation
-from rsd.oracles import enumerate_outcomes
-from rsd.tree import DraftTree
 from rsd.verify.walk import Walk
 
 VOCAB = 3
@@ -61,7 +61,7 @@ def test_the_oracle_catches_a_position_or_mask_bug_in_the_tree_forward(monkeypat
     torch.set_num_threads(1)
     tables = ContextTables(VOCAB, seed, "close")
     assert one_step_error(make(), tables) < 1e-12
-    monkeypatch.setattr(rsd.engine, "tree_inputs", bug)
+    monkeypatch.setattr(rsd.core.engine, "tree_inputs", bug)
     assert one_step_error(make(), tables) > 1e-12
 
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from helpers import ROOT
+from helpers.config import ROOT
 from rsd.certify import compose_drafters, usefulness, usefulness_check
 from rsd.models.embedded import ModelUnavailableError
 

@@ -3,7 +3,7 @@ which says how far from the target its output is (total variation): how the harn
 
 import pytest
 
-from helpers import ROOT
+from helpers.config import ROOT
 from rsd.certify import MC_SAMPLING, compose_drafters, engine_exact_check, monte_carlo_check
 
 EXAMPLE = ROOT / "examples" / "medusa_typical"

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CONF, compose_cfg, representative_jobs, run_cfg
-from rsd.budgets import Budget, InfeasibleBudgetError, select_shapes
-from rsd.config import resolve_config
+from helpers.config import CONF, compose_cfg, representative_jobs, run_cfg
+from rsd.core.budgets import Budget, InfeasibleBudgetError, select_shapes
 from rsd.drafters import RSDC, RSDS, SD, SpecInfer, SpecTr
-from rsd.runs import plan_runs
-from rsd.sweep import expand_jobs
+from rsd.harness.config import resolve_config
+from rsd.harness.runs import plan_runs
+from rsd.harness.sweep import expand_jobs
 
 GROUPS = ["model_pair", "dataset", "drafter", "budget", "sampling", "logger"]
 PRESETS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))

@@ -6,10 +6,10 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
-from helpers import compose_cfg
+from helpers.config import compose_cfg
 from rsd.errors import ConfigError
+from rsd.harness.validate import validate_config
 from rsd.models.embedded import ASSETS_DIR as ASSETS
-from rsd.validate import validate_config
 
 
 def pair_conf(*overrides: str) -> dict:

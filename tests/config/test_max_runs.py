@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import run_cfg
-from rsd.budgets import TooManyRunsError
-from rsd.runs import plan_runs
+from helpers.config import run_cfg
+from rsd.core.budgets import TooManyRunsError
+from rsd.harness.runs import plan_runs
 
 RSDC_B6 = ("drafter=rsd_c", "budget=fixed_compute", "budget.target_tokens=6")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
+from helpers.config import ROOT
 
 README_LINE = "experiments/fig_opt_fixed_length.sh hydra/launcher=slurm hydra.launcher.partition=gpu"
 FEW = ["drafter=sd", "budget.draft_length=2", "dataset=xsum"]  # extra arguments go to every sweep: fewer jobs

@@ -8,10 +8,10 @@ from dataclasses import replace
 import datasets
 import pytest
 
-from helpers import run_cfg
+from helpers.config import run_cfg
 from rsd.data import BUILTIN_DIR, DatasetError, dataset_status, load_examples, read_jsonl
-from rsd.schema import Dataset
-from rsd.selection import split_tuning
+from rsd.harness.schema import Dataset
+from rsd.harness.selection import split_tuning
 
 XSUM = [{"document": f"Article {i} about the harbour.\nSecond line {i}.", "summary": f"Summary {i}.",
          "id": str(30000000 + 7 * i)} for i in range(6)]

@@ -6,13 +6,13 @@ import math
 import pytest
 import torch
 
-from rsd.budgets import Budget
+from rsd.core.budgets import Budget
+from rsd.core.engine import Engine, Generation
+from rsd.core.sampling import SamplingParams, most_likely, prompt_generator
+from rsd.core.tree import DraftTree
 from rsd.drafters import AR, Eagle2
-from rsd.engine import Engine, Generation
 from rsd.models.adapter import CausalLM
 from rsd.models.tiny import tiny_pair
-from rsd.sampling import SamplingParams, most_likely, prompt_generator
-from rsd.tree import DraftTree
 
 T1 = SamplingParams(1.0)
 

@@ -13,11 +13,11 @@ from functools import cache
 import pytest
 import torch
 
+from rsd.core.engine import Engine, Generation, Step
+from rsd.core.sampling import SamplingParams, probs_from_logits, prompt_generator
 from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr
-from rsd.engine import Engine, Generation, Step
 from rsd.models.adapter import CausalLM
 from rsd.models.tiny import tiny_pair
-from rsd.sampling import SamplingParams, probs_from_logits, prompt_generator
 
 VOCAB = 64
 PROMPT = [5, 9, 2, 7, 11]

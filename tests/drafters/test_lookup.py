@@ -2,12 +2,12 @@
 
 import pytest
 
+from rsd.core.engine import Engine, Generation
+from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.drafters import AR, PLD
 from rsd.drafters.lookup import lookup_continuation
-from rsd.engine import Engine, Generation
 from rsd.models.adapter import CausalLM
 from rsd.models.tiny import tiny_pair
-from rsd.sampling import SamplingParams, prompt_generator
 
 
 @pytest.mark.parametrize("tokens, max_ngram, length, want", [

@@ -6,16 +6,16 @@ import sys
 import pytest
 import torch
 
-from helpers import ROOT, run_cfg
+from helpers.config import ROOT, run_cfg
 from rsd.certify import MC_SAMPLING, certify, compose_drafters, engine_exact_check, exact_check
+from rsd.certify.exact_engine import ContextTables, TableLM
+from rsd.core.engine import Engine
+from rsd.core.sampling import SamplingParams
+from rsd.core.tree import DraftTree
 from rsd.drafters import SD
-from rsd.engine import Engine
 from rsd.errors import ConfigError
-from rsd.exact_engine import ContextTables, TableLM
-from rsd.runner import run
-from rsd.runs import plan_runs
-from rsd.sampling import SamplingParams
-from rsd.tree import DraftTree
+from rsd.harness.runner import run
+from rsd.harness.runs import plan_runs
 from rsd.verify.base import get_verifier
 from rsd.verify.contract import VerifierContractError
 from rsd.verify.walk import Walk

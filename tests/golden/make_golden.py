@@ -11,11 +11,11 @@ import sys
 
 import torch
 
+from rsd.core.engine import Engine
+from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.drafters import AR, BV, RSDC, RSDS, SD, TV, SpecInfer, SpecTr
-from rsd.engine import Engine
 from rsd.models.adapter import CausalLM
 from rsd.models.tiny import tiny_pair
-from rsd.sampling import SamplingParams, prompt_generator
 
 METHODS = {
     "ar": AR, "sd": lambda: SD(3), "bv": lambda: BV(3), "specinfer": lambda: SpecInfer(2, 3),

@@ -12,10 +12,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers import compose_cfg  # noqa: E402
-from rsd.config import resolve_config  # noqa: E402
+from helpers.config import compose_cfg  # noqa: E402
 from rsd.data import load_examples  # noqa: E402
-from rsd.runs import plan_runs, run_inputs  # noqa: E402
+from rsd.harness.config import resolve_config  # noqa: E402
+from rsd.harness.runs import plan_runs, run_inputs  # noqa: E402
 
 OUT = "/rsd-golden-out"
 DRAFTERS = ("ar", "sd", "bv", "specinfer", "spectr", "rsd_c", "rsd_s", "tv")

@@ -6,12 +6,12 @@ move weights and activations: the dispatch path a multi-GPU map takes)."""
 import pytest
 import torch
 
-from helpers import VOCAB, branching_tree, sequential_logits
-from rsd.engine import tree_inputs
+from helpers.trees import VOCAB, branching_tree, sequential_logits
+from rsd.core.engine import tree_inputs
+from rsd.harness.schema import ModelPairConfig
 from rsd.models.adapter import CausalLM
 from rsd.models.source import LOADED, model_source
 from rsd.models.tiny import tiny_pair
-from rsd.schema import ModelPairConfig
 
 
 def two_steps(lm: CausalLM) -> list[tuple[torch.Tensor, list[int]]]:

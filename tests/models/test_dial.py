@@ -3,13 +3,13 @@
 import pytest
 import torch
 
+from rsd.certify.oracles import expected_accepted
+from rsd.core.engine import Engine, Generation
+from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.drafters import AR, SD
-from rsd.engine import Engine, Generation
 from rsd.models.adapter import CausalLM
 from rsd.models.dial import MixtureLM, mix_logits
 from rsd.models.tiny import tiny_pair
-from rsd.oracles import expected_accepted
-from rsd.sampling import SamplingParams, prompt_generator
 
 
 def dial_engine(mix: float, params: SamplingParams, length: int = 3) -> Engine:

@@ -8,16 +8,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import run_cfg, sequential_logits
+from helpers.config import run_cfg
+from helpers.trees import sequential_logits
+from rsd.core.engine import Engine
+from rsd.core.sampling import SamplingParams, prompt_generator
+from rsd.core.tree import DraftTree
 from rsd.drafters import RSDC, SD
 from rsd.drafters.base import DraftContext, Drafter
-from rsd.engine import Engine
+from rsd.harness.runner import run
 from rsd.models.adapter import CausalLM
 from rsd.models.dial import MixtureLM, mix_logits
 from rsd.models.tiny import tiny_pair
-from rsd.runner import run
-from rsd.sampling import SamplingParams, prompt_generator
-from rsd.tree import DraftTree
 
 VOCAB, MIX = 16, 0.5
 

@@ -9,16 +9,16 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from rsd.core.engine import Engine
+from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.data import load_builtin
 from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr
-from rsd.engine import Engine
 from rsd.errors import ConfigError
+from rsd.harness.schema import ModelPairConfig
 from rsd.models import embedded
 from rsd.models.feature_head import head_lm, is_feature_head
 from rsd.models.pairs import load_pair
 from rsd.models.trimmed import TrimmedLlamaForCausalLM, output_width
-from rsd.sampling import SamplingParams, prompt_generator
-from rsd.schema import ModelPairConfig
 
 PAIR = ModelPairConfig("smollm2", "embedded:smollm2-135m-instruct", "embedded:smollm2-draft-v3", chat=True,
                        dtype="float32")  # float32: greedy identity is exact only there

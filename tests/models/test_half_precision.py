@@ -4,21 +4,21 @@ tolerance, and node rules never compute in half precision.
 Tolerances (max |tree probs - sequential probs| over every tree node, T = 1, tiny pairs with init_std 0.3 so the
 laws are peaked; eager and sdpa, seeds 0-2, measured on CPU with torch 2.13): bfloat16 2.0e-2, float16 2.3e-3
 (eager attention: 0). A wrong tree mask or a position off by one moves the probabilities by >= 0.3 at this scale.
-Greedy identity with AR is exact only in float32 (tests/engine/test_engine.py): in half precision a k-token verify pass
+Greedy identity with AR is exact only in float32 (tests/core/test_engine.py): in half precision a k-token verify pass
 rounds differently from k one-token passes, so near-ties can flip.
 """
 
 import pytest
 import torch
 
-from helpers import VOCAB, branching_tree, sequential_logits, tree_call_logits
+from helpers.trees import VOCAB, branching_tree, sequential_logits, tree_call_logits
+from rsd.certify.oracles import node_output_law
+from rsd.core.engine import Engine, Generation
+from rsd.core.rules import RULES, get_rule
+from rsd.core.sampling import SamplingParams, probs_from_logits, prompt_generator
 from rsd.drafters import RSDS
-from rsd.engine import Engine, Generation
 from rsd.models.adapter import CausalLM
 from rsd.models.tiny import tiny_pair
-from rsd.oracles import node_output_law
-from rsd.rules import RULES, get_rule
-from rsd.sampling import SamplingParams, probs_from_logits, prompt_generator
 
 TOLERANCE = {torch.bfloat16: 6e-2, torch.float16: 1e-2}
 PARAMS = SamplingParams(1.0)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from helpers import compose_cfg
-from rsd.config import resolve_config
+from helpers.config import compose_cfg
+from rsd.harness.config import resolve_config
 from rsd.models import hardware
 
 
@@ -29,7 +29,7 @@ def test_cpu_flags_reads_this_machine():
 
 
 def test_run_environment_records_the_cpu_and_the_load_that_timings_depend_on():
-    from rsd.execute import environment
+    from rsd.harness.execute import environment
 
     env = environment()
     assert env["cpu_flags"] == list(hardware.cpu_flags())

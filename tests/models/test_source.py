@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 
 from rsd.errors import ConfigError
+from rsd.harness.schema import ModelPairConfig, Tiny
 from rsd.models.source import (
     EmbeddedTarget,
     FeatureHeadSource,
@@ -18,7 +19,6 @@ from rsd.models.source import (
     model_source,
     pair_sources,
 )
-from rsd.schema import ModelPairConfig, Tiny
 
 
 @pytest.mark.parametrize(("spec", "kind"), [

@@ -4,14 +4,14 @@ logits and greedy tokens; under torch.compile too (slow: each shape compiles).""
 import pytest
 import torch
 
-from helpers import compose_cfg
-from rsd.config import resolve_config
+from helpers.config import compose_cfg
+from rsd.core.engine import Engine
+from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.drafters import AR, RSDS, SD, SpecTr
-from rsd.engine import Engine
 from rsd.errors import ConfigError
+from rsd.harness.config import resolve_config
 from rsd.models.adapter import PAD_QS, CausalLM
 from rsd.models.tiny import tiny_pair
-from rsd.sampling import SamplingParams, prompt_generator
 
 GREEDY = SamplingParams(0.0)
 # the last prompt outgrows the first KV capacity while decoding

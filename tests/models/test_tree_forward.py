@@ -5,13 +5,13 @@ sequential run (docs/algorithms.md#pitfalls, 6)."""
 import pytest
 import torch
 
-from helpers import VOCAB, branching_tree, sequential_logits, tree_call_logits
-from rsd.coins import RandomDraws
-from rsd.engine import Generation, ModelDraftContext, _Stopwatch, tree_inputs
+from helpers.trees import VOCAB, branching_tree, sequential_logits, tree_call_logits
+from rsd.core.coins import RandomDraws
+from rsd.core.engine import Generation, ModelDraftContext, _Stopwatch, tree_inputs
+from rsd.core.sampling import SamplingParams
+from rsd.core.tree import DraftTree
 from rsd.models.adapter import CausalLM
 from rsd.models.tiny import tiny_pair
-from rsd.sampling import SamplingParams
-from rsd.tree import DraftTree
 
 
 @pytest.mark.parametrize("arch", ["llama", "opt"])
@@ -65,7 +65,7 @@ def test_draft_levels_equal_sequential(arch):
     for b in (3, 2, 2):
         probs = ctx.probs(tree, level)
         level = [tree.add_candidate(v, int(t)) for v, p in zip(level, probs) for t in p.topk(b).indices]
-    from rsd.sampling import probs_from_logits
+    from rsd.core.sampling import probs_from_logits
 
     for v, p in tree.draft_probs.items():
         ids = prompt + [tree.tokens[u] for u in tree.path_to(v)]

@@ -4,13 +4,13 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from rsd.core.engine import Engine, Generation
+from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.drafters import AR, RSDS, SD, SpecTr
-from rsd.engine import Engine, Generation
 from rsd.models.adapter import CausalLM
 from rsd.models.dial import MixtureLM
 from rsd.models.tiny import tiny_pair
 from rsd.models.trimmed import TrimmedLlamaConfig, TrimmedLlamaForCausalLM, output_width
-from rsd.sampling import SamplingParams, prompt_generator
 
 HEAD = [1, 2, 3, 5, 8, 13, 21, 34, 40, 41, 42, 43, 44, 45, 50, 60]  # 16 of a 64-token vocabulary, EOS (1) included
 

@@ -7,13 +7,8 @@ from functools import partial
 import pytest
 import torch
 
-from helpers import expected_yields
-from rsd.drafters import AR, BV, RSDC, RSDS, SD, TV, SpecInfer, SpecTr
-from rsd.engine import Engine
-from rsd.metrics import summarize_records
-from rsd.models.adapter import CausalLM
-from rsd.models.tiny import tiny_pair
-from rsd.oracles import (
+from helpers.trees import expected_yields
+from rsd.certify.oracles import (
     PrefixLaws,
     draft_chain,
     draft_iid_trie,
@@ -22,9 +17,14 @@ from rsd.oracles import (
     enumerated_yield,
     target_rows,
 )
-from rsd.rules import get_rule
-from rsd.sampling import SamplingParams, prompt_generator
-from rsd.schema import ModelPairConfig
+from rsd.core.engine import Engine
+from rsd.core.metrics import summarize_records
+from rsd.core.rules import get_rule
+from rsd.core.sampling import SamplingParams, prompt_generator
+from rsd.drafters import AR, BV, RSDC, RSDS, SD, TV, SpecInfer, SpecTr
+from rsd.harness.schema import ModelPairConfig
+from rsd.models.adapter import CausalLM
+from rsd.models.tiny import tiny_pair
 from rsd.verify import RandomCoins, get_verifier
 from rsd.verify.contract import VerifierContractError
 from rsd.verify.walk import Walk

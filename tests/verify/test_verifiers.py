@@ -6,13 +6,12 @@ from functools import partial
 import pytest
 import torch
 
-import rsd.oracles
-import rsd.rules
+import rsd.certify.oracles
+import rsd.core.rules
 import rsd.verify.walk
-from helpers import run_cfg, traversal_with
-from rsd.drafters import BV, RSDS, SD, TV, SpecInfer
-from rsd.errors import ConfigError
-from rsd.oracles import (
+from helpers.config import run_cfg
+from helpers.trees import traversal_with
+from rsd.certify.oracles import (
     LAW_KINDS,
     PrefixLaws,
     draft_chain,
@@ -23,8 +22,10 @@ from rsd.oracles import (
     target_rows,
     tree_law_error,
 )
-from rsd.rules import NodeLaw, get_rule, verify_node
-from rsd.runs import plan_runs
+from rsd.core.rules import NodeLaw, get_rule, verify_node
+from rsd.drafters import BV, RSDS, SD, TV, SpecInfer
+from rsd.errors import ConfigError
+from rsd.harness.runs import plan_runs
 from rsd.verify import RandomCoins, get_verifier, verifier_for
 from rsd.verify.block import Block
 from rsd.verify.traversal import Traversal
@@ -257,9 +258,9 @@ def test_wrong_residual_draw_in_verify_node_fails_both_oracles(monkeypatch):
                 return j, int(candidates[j])
         return -1, coins.draw(q)  # the bug: the target row instead of the residual
 
-    q, p = rsd.oracles.PrefixLaws(5, 0).laws(())
+    q, p = rsd.certify.oracles.PrefixLaws(5, 0).laws(())
     assert float((node_output_law("rsd", q, p, 2, "without_replacement") - q).abs().max()) <= EXACT
-    for module in (rsd.rules, rsd.oracles, rsd.verify.walk):
+    for module in (rsd.core.rules, rsd.certify.oracles, rsd.verify.walk):
         monkeypatch.setattr(module, "verify_node", buggy)
     assert float((node_output_law("rsd", q, p, 2, "without_replacement") - q).abs().max())
     assert fails(get_verifier("walk"), [RSDC22], "rsd")
@@ -332,14 +333,14 @@ def test_user_verifier_by_dotted_path():
     with pytest.raises(ConfigError, match="cannot be imported"):
         plan_runs(run_cfg("drafter=sd", "+drafter.verifier=no_such_pkg.Verifier"))
     with pytest.raises(ConfigError, match="is not a Verifier"):  # a plain callable has no expected yield
-        get_verifier("rsd.oracles.draft_chain")
+        get_verifier("rsd.certify.oracles.draft_chain")
 
 
 def test_specinfer_trie_with_traversal_runs_in_the_engine():
-    from rsd.engine import Engine, Generation
+    from rsd.core.engine import Engine, Generation
+    from rsd.core.sampling import SamplingParams, prompt_generator
     from rsd.models.adapter import CausalLM
     from rsd.models.tiny import tiny_pair
-    from rsd.sampling import SamplingParams, prompt_generator
 
     target, draft = tiny_pair("llama", 16, seed=2, init_std=0.15)
     d = SpecInfer(3, 3)

@@ -5,7 +5,7 @@ from functools import partial
 
 import pytest
 
-from rsd.oracles import (
+from rsd.certify.oracles import (
     PrefixLaws,
     draft_chain,
     draft_iid_trie,
@@ -13,7 +13,7 @@ from rsd.oracles import (
     enumerate_outcomes,
     target_rows,
 )
-from rsd.rules import get_rule
+from rsd.core.rules import get_rule
 from rsd.verify.walk import Walk
 
 DRAFTS = [(partial(draft_chain, length=2), "sd"), (partial(draft_without_replacement, branching=[3, 1]), "rsd"),

@@ -1,0 +1,1 @@
+"""The algorithm: draft trees, sampling without replacement, node rules, the decode engine and its metrics."""

@@ -1,0 +1,409 @@
+"""The decode engine: one loop for every method (docs/algorithms.md#walk, #tree-attention).
+
+Per step: the drafter grows a DraftTree through a DraftContext (one draft forward per tree level), one target
+forward scores the uncached committed tokens plus the whole tree, the drafter's verifier (rsd.verify) picks the
+accepted path, and both KV caches are compacted to the accepted path by gather. AR is the drafter that drafts nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from rsd.core.coins import Coins, Draws, RandomCoins, RandomDraws
+from rsd.core.optimum import root_optimum
+from rsd.core.plugin import plugin_call
+from rsd.core.sampling import SamplingParams, probs_from_logits
+from rsd.core.tree import DraftTree
+from rsd.drafters.base import Drafter
+from rsd.drafters.contract import check_drafted_tree, drafted_mass_flag, zero_mass_error
+from rsd.models.adapter import CausalLM
+from rsd.verify import Verifier, verifier_for
+from rsd.verify.contract import check_expected_yield, check_laws, check_verified, verify_call
+
+
+@dataclass
+class Generation:
+    """One prompt's output and the engine's counters."""
+
+    new_token_ids: list[int] = field(default_factory=list)
+    target_calls: int = 0
+    draft_calls: int = 0
+    tokens_verified: list[int] = field(default_factory=list)
+    accepted_lengths: list[int] = field(default_factory=list)
+    time_draft_s: float = 0.0
+    time_target_s: float = 0.0
+    wall_s: float = 0.0
+    ttft_s: float = 0.0  # prefill + the first step (the first token's arrival)
+    first_step_tokens: int = 0  # tokens the first step emitted (decode rate counts the tokens after them)
+
+    @property
+    def decode_s(self) -> float:
+        """Seconds after the first step: the decode phase."""
+        return max(0.0, self.wall_s - self.ttft_s)
+
+    @property
+    def decode_tokens(self) -> int:
+        return len(self.new_token_ids) - self.first_step_tokens
+    expected_emitted: list[float] = field(default_factory=list)  # per step, exact (docs/algorithms.md#expected-yield)
+    # per step: alpha* at the root and the verifier's exact root acceptance (docs/algorithms.md#optimum); None when
+    # the step drafted no root candidate
+    root_optimum: list[float | None] = field(default_factory=list)
+    root_acceptance: list[float | None] = field(default_factory=list)
+
+    @property
+    def time_other_s(self) -> float:
+        return max(0.0, self.wall_s - self.time_draft_s - self.time_target_s)
+
+
+@dataclass
+class Step:
+    """One engine step: the drafted tree, the target laws at its nodes, the accepted path and the emitted tokens."""
+
+    tree: DraftTree
+    q: torch.Tensor
+    path: list[int]
+    emitted: list[int]
+
+
+class _Stopwatch:
+    """Accumulates time spans into a Generation's counters without synchronising the device.
+
+    On CPU a span is two perf_counter reads. On CUDA a span is a pair of CUDA events whose elapsed time is read in
+    `settle`, once per generation: the node rules and forwards never wait for the GPU because of the clock.
+    `now()` is the only synchronising read; the engine calls it at step boundaries only.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self._pending: list[tuple[str, torch.cuda.Event, torch.cuda.Event]] = []
+
+    def now(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def start(self):
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def stop(self, start, out: "Generation", counter: str) -> None:
+        """Add the span since `start` to out.<counter> (deferred to `settle` on CUDA)."""
+        if self.cuda:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            self._pending.append((counter, start, end))
+        else:
+            setattr(out, counter, getattr(out, counter) + time.perf_counter() - start)
+
+    def settle(self, out: "Generation") -> None:
+        """Resolve the CUDA spans recorded so far into `out` (call after a synchronising `now()`)."""
+        for counter, start, end in self._pending:
+            setattr(out, counter, getattr(out, counter) + start.elapsed_time(end) / 1e3)
+        self._pending.clear()
+
+
+class ModelDraftContext:
+    """The engine's `rsd.drafters.base.DraftContext`: draft distributions of tree nodes (one draft forward per call)
+    and `draws`, the only randomness a drafter may use (rsd.core.coins.Draws).
+
+    `max_depth` is the deepest level the drafter may draft this step: min(L, tokens still allowed - 1), so no
+    drafted token is ever cut off by max_new_tokens. A drafter must draft at most that many levels.
+    """
+
+    def __init__(self, draft: CausalLM, committed: list[int], params: SamplingParams, vocab_size: int,
+                 draws: Draws, out: Generation, clock: _Stopwatch, max_depth: int | None = None,
+                 features: torch.Tensor | None = None) -> None:
+        self.draft = draft
+        # A feature-head draft: the target's features of the committed positions the draft has not cached yet,
+        # shifted by one (the row for committed[j] is the feature of position j - 1), and the head's own outputs at
+        # expanded nodes, which their children read (docs/algorithms.md#feature-drafts).
+        self.features = features
+        self.predicted: dict[int, torch.Tensor] = {}
+        self.committed = committed
+        self.params = params
+        self.vocab_size = vocab_size
+        self.draws = draws
+        self.max_depth = max_depth if max_depth is not None else 1 << 30
+        self._out = out
+        self._clock = clock
+        self.slots: dict[int, int] = {}  # tree node -> position in the draft KV cache
+        self._anc_slots: dict[int, list[int]] = {}  # expanded node -> draft-cache slots of its tree ancestors + itself
+
+    def probs(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
+        """p(.|node) for each node [len(nodes), V], in one draft forward; also stored in tree.draft_probs.
+
+        Call with [0] (the root) first, then level by level: every node's parent must have been expanded already.
+        """
+        start = self._clock.start()
+        root_slot = len(self.committed) - 1
+        cached = self.draft.cached_len
+        extra = {}
+        if nodes == [0]:
+            tokens = torch.tensor(self.committed[cached:])
+            if self.features is not None:
+                if len(self.features) != len(tokens):
+                    raise RuntimeError(f"feature draft: {len(self.features)} feature rows for {len(tokens)} "
+                                       "uncached committed tokens")
+                extra = {"features": self.features}
+            logits = self.draft.forward(tokens, torch.arange(cached, len(self.committed)), None, last=1, **extra)
+            self.slots[0] = root_slot
+            self._anc_slots[0] = []
+        else:
+            if 0 not in self.slots or any(tree.parents[v] not in self.slots for v in nodes):
+                raise RuntimeError("DraftContext.probs: expand the root first, then the tree level by level")
+            rows = []
+            for i, v in enumerate(nodes):
+                self.slots[v] = cached + i
+                self._anc_slots[v] = self._anc_slots[tree.parents[v]] + [cached + i]
+                rows.append(self._anc_slots[v])
+            tokens = torch.tensor([tree.tokens[v] for v in nodes])
+            positions = torch.tensor([root_slot + tree.depths[v] for v in nodes])
+            if len(nodes) == 1 and len(rows[0]) == cached + 1 - (root_slot + 1):
+                attend = None  # a chain: the node sees every cached entry, which is plain causal attention
+            else:
+                attend = torch.zeros(len(nodes), cached + len(nodes), dtype=torch.bool)
+                attend[:, : root_slot + 1] = True
+                attend[torch.tensor([i for i, r in enumerate(rows) for _ in r]),
+                       torch.tensor([s for r in rows for s in r])] = True
+            if self.features is not None:  # a child reads the head's output at its parent (depth > 1: no target)
+                extra = {"features": torch.stack([self.predicted[tree.parents[v]] for v in nodes]),
+                         "predicted": True}
+            logits = self.draft.forward(tokens, positions, attend, **extra)
+        if self.features is not None:
+            for v, h in zip(nodes, self.draft.outputs):
+                self.predicted[v] = h
+        probs = probs_from_logits(logits[:, : self.vocab_size], self.params)
+        for v, p in zip(nodes, probs):
+            tree.draft_probs[v] = p
+        self._out.draft_calls += 1
+        self._clock.stop(start, self._out, "time_draft_s")
+        return probs
+
+    def prune(self, tree: DraftTree, keep: list[int]) -> list[int]:
+        """Drop the tree's nodes outside `keep` (DraftTree.keep) and renumber this context's per-node state;
+        a dropped node's draft-cache entry stays unread (no kept node attends to it) and is cropped after the step."""
+        new = tree.keep(keep)
+        self.slots = {new[v]: s for v, s in self.slots.items() if new[v] >= 0}
+        self._anc_slots = {new[v]: s for v, s in self._anc_slots.items() if new[v] >= 0}
+        self.predicted = {new[v]: h for v, h in self.predicted.items() if new[v] >= 0}
+        return new
+
+
+def tree_inputs(tree: DraftTree, committed: list[int], cached: int
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Tokens, position ids and attention [q, cached + q] for [committed[cached:], tree nodes 1..n-1].
+
+    Committed tokens attend causally; a tree node attends to every committed token, its ancestors and itself, at
+    position (root position + depth). The last committed token is the tree's root (docs/algorithms.md#tree-attention).
+    """
+    n_new = len(committed) - cached
+    root_col = len(committed) - 1
+    q_len = n_new + len(tree) - 1
+    attend = torch.zeros(q_len, cached + q_len, dtype=torch.bool)
+    attend[:n_new, : cached + n_new] = torch.ones(n_new, cached + n_new, dtype=torch.bool).tril(cached)
+    attend[n_new:, :root_col] = True
+    attend[n_new:, root_col:] = tree.ancestor_matrix()[1:]
+    tokens = torch.tensor(committed[cached:] + tree.tokens[1:])
+    positions = torch.cat([torch.arange(cached, len(committed)),
+                           root_col + torch.tensor(tree.depths[1:], dtype=torch.long)])
+    return tokens, positions, attend
+
+
+class Engine:
+    """Generates from the target with a drafter; the output law is the target's, whatever the drafter (lossless).
+
+    `verifier` replaces the drafter's own (rsd.verify.verifier_for) under its name: the certify oracle passes one that
+    records every step."""
+
+    def __init__(self, target: CausalLM, draft: CausalLM | None, drafter: Drafter, params: SamplingParams,
+                 eos_token_ids: list[int], vocab_size: int, verifier: Verifier | None = None) -> None:
+        if drafter.uses_draft_model and draft is None:
+            raise ValueError(f"drafter {drafter.name!r} needs a draft model, but the model pair has none")
+        self.target, self.draft, self.drafter = target, draft, drafter
+        self.params = params
+        # The draft's laws: the target's sampling unless the drafter drafts at its own temperature (EAGLE-2 ranks
+        # its tree by the draft's softmax even when the target decodes greedily); any draft law is lossless.
+        self.draft_params = (params if drafter.draft_temperature is None
+                             else replace(params, temperature=drafter.draft_temperature))
+        self.eos = frozenset(eos_token_ids)
+        self.vocab_size = vocab_size
+        self.clock = _Stopwatch(target.device)
+        self.verifier = verifier if verifier is not None else verifier_for(drafter)
+        # A feature-head draft reads these target features; `pending` holds them for the committed positions the
+        # draft has not cached yet (the shift: the row for committed[j] is the feature of position j - 1).
+        self.feature_layers: tuple = tuple(getattr(draft, "feature_layers", ())) if drafter.uses_draft_model else ()
+        self.pending: torch.Tensor | None = None
+        self.verifier_name = str(getattr(drafter, "verifier", "walk"))
+
+    def generate(self, prompt_ids: list[int], max_new_tokens: int, gen: torch.Generator | None,
+                 coins: Coins | None = None, draws: Draws | None = None) -> Generation:
+        """Decode up to max_new_tokens after the prompt (stopping at EOS), with all randomness from `gen` (or from
+        the given `coins` and `draws`, as the exact oracle does).
+
+        The prompt (all but its last token, which is the first step's root) is prefilled into both caches first,
+        so every step is a decode step. Timing: the clock synchronises only at step boundaries; `ttft_s` is the
+        prefill plus the first step, `decode_s` the rest.
+        """
+        out = Generation()
+        t0 = self.clock.now()
+        committed = list(prompt_ids)
+        self.reset()
+        self._prefill(committed, out)
+        while len(out.new_token_ids) < max_new_tokens:
+            step = self.step(committed, gen, out, max_new_tokens - len(out.new_token_ids) - 1, coins, draws)
+            out.accepted_lengths.append(len(step.path))
+            stop = False
+            paused = self.clock.now()  # the exact expectation is bookkeeping, not decoding: kept out of wall_s
+            check_laws(step.q, step.tree)
+            expected = plugin_call(self.verifier.expected_yield, f"verifier {self.verifier_name!r} expected_yield",
+                                   step.tree, step.q, self.eos, self.drafter.rule)
+            check_expected_yield(expected, step.tree, self.verifier_name)
+            out.expected_emitted.append(expected)
+            self._record_root(step, out)
+            t0 += self.clock.now() - paused
+            for token in step.emitted[: max_new_tokens - len(out.new_token_ids)]:
+                out.new_token_ids.append(token)
+                committed.append(token)
+                if token in self.eos:
+                    stop = True
+                    break
+            if out.target_calls == 1:
+                out.ttft_s = self.clock.now() - t0
+                out.first_step_tokens = len(out.new_token_ids)
+            if stop:
+                break
+        out.wall_s = self.clock.now() - t0
+        self.clock.settle(out)
+        return out
+
+    def _record_root(self, step: Step, out: Generation) -> None:
+        """Append the step's root optimum and root acceptance (None for both without root candidates)."""
+        k = len(step.tree.candidates.get(0, []))
+        if k == 0:
+            out.root_optimum.append(None)
+            out.root_acceptance.append(None)
+            return
+        scheme = getattr(self.drafter, "candidate_scheme", None)
+        optimum = root_optimum(step.tree.draft_probs[0], step.q[0], k, scheme)
+        accept = getattr(self.verifier, "root_acceptance", None)
+        acceptance = accept(step.tree, step.q, self.drafter.rule) if accept is not None else math.nan
+        out.root_optimum.append(optimum if math.isfinite(optimum) else None)
+        out.root_acceptance.append(acceptance if math.isfinite(acceptance) else None)
+
+    def warm_up(self, prompt_ids: list[int], new_tokens: int = 8) -> None:
+        """One short untimed generation (allocator, kernels, lazy init) with a private generator: it consumes none
+        of any prompt's randomness and leaves no state behind but warm caches of the runtime."""
+        gen = torch.Generator(device=self.target.device)
+        gen.manual_seed(0x5EED)
+        self.generate(list(prompt_ids), new_tokens, gen)
+        self.reset()
+
+    def _prefill(self, committed: list[int], out: Generation) -> None:
+        """Cache committed[:-1] in the target and (if drafting) the draft, with plain causal forwards."""
+        n = len(committed) - 1
+        if n <= 0:
+            if self.feature_layers:  # the root is position 0: the feature before it is the zero vector
+                self.pending = torch.zeros(1, self.draft.feature_width, dtype=self.draft.dtype,
+                                           device=self.draft.device)
+            return
+        tokens, positions = torch.tensor(committed[:-1]), torch.arange(n)
+        start = self.clock.start()
+        self.target.forward(tokens, positions, None, last=1, features=self.feature_layers)
+        self.clock.stop(start, out, "time_target_s")
+        if self.draft is not None and self.drafter.uses_draft_model:
+            start = self.clock.start()
+            extra = {}
+            if self.feature_layers:
+                feats = self.target.features
+                extra = {"features": torch.cat([torch.zeros_like(feats[:1]), feats[:-1]])}
+                self.pending = feats[-1:]
+            self.draft.forward(tokens, positions, None, last=1, **extra)
+            self.clock.stop(start, out, "time_draft_s")
+
+    def reset(self) -> None:
+        """Empty both KV caches (a new sequence)."""
+        self.pending = None
+        self.target.reset()
+        if self.draft is not None:
+            self.draft.reset()
+
+    def step(self, committed: list[int], gen: torch.Generator | None, out: Generation, max_depth: int | None = None,
+             coins: Coins | None = None, draws: Draws | None = None) -> Step:
+        """Draft a tree after `committed` (at most `max_depth` levels), verify it with one target call, compact both
+        caches to the accepted path. Randomness: `coins` and `draws`, by default both from `gen`."""
+        tree = DraftTree.with_root(committed[-1])
+        ctx, mass_ok = None, None
+        if self.drafter.draft_length > 0 and (max_depth is None or max_depth > 0):
+            draws = draws if draws is not None else RandomDraws(gen)
+            ctx = ModelDraftContext(self.draft, committed, self.draft_params, self.vocab_size, draws, out, self.clock,
+                                    max_depth, self._pending_features(committed))
+            plugin_call(self.drafter.build, f"drafter {self.drafter.name!r} build", tree, ctx)
+            if coins is None:  # the check's flag rides on the verifier's first coin read (no host read of its own)
+                mass_ok = drafted_mass_flag(tree, max_depth, self.drafter.name)
+            else:
+                check_drafted_tree(tree, max_depth, self.drafter.name)
+        q = self._score(tree, committed, out)
+        if coins is None:
+            coins = RandomCoins(gen, (mass_ok, zero_mass_error(self.drafter.name)) if mass_ok is not None else None)
+        path, emitted = verify_call(self.verifier, self.verifier_name, tree, q, coins, self.eos, self.drafter.rule)
+        if isinstance(coins, RandomCoins):
+            coins.settle()
+        check_verified(tree, path, emitted, self.eos, self.vocab_size, self.verifier_name)
+        self._hand_over_features(tree, path, ctx)
+        self._compact(tree, committed, path, ctx)
+        return Step(tree, q, path, emitted)
+
+    def _score(self, tree: DraftTree, committed: list[int], out: Generation) -> torch.Tensor:
+        """One target forward over [uncached committed tokens, tree nodes]: q at every tree node [len(tree), V]."""
+        start = self.clock.start()
+        cached = self.target.cached_len
+        tokens, positions, attend = tree_inputs(tree, committed, cached)
+        if len(tree) - 1 == tree.depth:
+            attend = None  # a chain (SD, AR) is plain causal attention
+        logits = self.target.forward(tokens, positions, attend, last=len(tree), features=self.feature_layers)
+        q = probs_from_logits(logits[:, : self.vocab_size], self.params)
+        out.target_calls += 1
+        out.tokens_verified.append(len(tree) - 1)
+        self.clock.stop(start, out, "time_target_s")
+        return q
+
+    def _pending_features(self, committed: list[int]) -> torch.Tensor | None:
+        """The target features the draft reads for its uncached committed tokens (None for a plain draft)."""
+        if not self.feature_layers:
+            return None
+        if self.pending is None or len(self.pending) != len(committed) - self.draft.cached_len:
+            raise RuntimeError(f"feature draft: {0 if self.pending is None else len(self.pending)} pending feature "
+                               f"rows for {len(committed) - self.draft.cached_len} uncached tokens")
+        return self.pending
+
+    def _hand_over_features(self, tree: DraftTree, path: list[int], ctx: ModelDraftContext | None) -> None:
+        """After a step: the target's features at the root and the accepted path are what the draft reads with the
+        path's tokens and the next token (f_i goes with token i + 1); rows the draft did not consume this step
+        (it drafted nothing) stay pending before them."""
+        if not self.feature_layers:
+            return
+        feats = self.target.features[-len(tree):]  # the root's row, then the tree nodes'
+        new = feats[torch.tensor([0, *path], dtype=torch.long, device=feats.device)]
+        consumed = ctx is not None and 0 in ctx.slots
+        self.pending = new if consumed or self.pending is None else torch.cat([self.pending, new])
+
+    def _compact(self, tree: DraftTree, committed: list[int], path: list[int], ctx: ModelDraftContext | None) -> None:
+        """Keep the committed prefix and the accepted path in both caches: the path's entries move into place
+        behind the prefix and the rest is cropped (O(path); never a roll-back by length: docs/algorithms.md#pitfalls).
+        """
+        root_col = len(committed) - 1
+        self.target.compact(root_col + 1, root_col + torch.tensor(path, dtype=torch.long))
+        if ctx is not None and 0 in ctx.slots and self.feature_layers:
+            # the head's tree entries read predicted features: drop them all; the accepted tokens are re-fed with
+            # the target's true features next step
+            self.draft.compact(root_col + 1, torch.zeros(0, dtype=torch.long))
+        elif ctx is not None and 0 in ctx.slots:
+            drafted = [ctx.slots[v] for v in path if v in ctx.slots]
+            self.draft.compact(root_col + 1, torch.tensor(drafted, dtype=torch.long))
