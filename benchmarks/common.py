@@ -19,7 +19,7 @@ from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr
 from rsd.drafters.base import Drafter
 from rsd.harness.schema import ModelPairConfig
 from rsd.models.embedded import default_pair_config
-from rsd.models.feature_head import HeadLM
+from rsd.models.feature_head.lm import HeadLM
 from rsd.models.hardware import cpu_flags, resolve_dtype
 from rsd.models.pairs import load_pair
 

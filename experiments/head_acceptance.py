@@ -26,7 +26,7 @@ from rsd.data import load_builtin
 from rsd.drafters import SD
 from rsd.harness.schema import ModelPairConfig
 from rsd.models.embedded import cache_root
-from rsd.models.feature_head import unrolled_outputs
+from rsd.models.feature_head.unrolled import unrolled_outputs
 from rsd.models.pairs import load_pair
 
 PAIR = {"name": "smollm2_eagle", "target": "embedded:smollm2-135m-instruct", "draft": "embedded:smollm2-eagle",

@@ -61,7 +61,7 @@ import torch
 import torch.nn.functional as F
 
 from rsd.models.embedded import cache_root, embedded_target_dir
-from rsd.models.feature_head import unrolled_outputs
+from rsd.models.feature_head.unrolled import unrolled_outputs
 
 TEACHER_DIR = Path(__file__).resolve().parent / "teacher_v2"
 ASSET_DIR = Path(__file__).resolve().parent.parent / "rsd" / "assets" / "smollm2-eagle"
@@ -215,7 +215,9 @@ def law_targets(batch: dict, rows: torch.Tensor, head_ids: torch.Tensor | None, 
 
 def stage_train(args: argparse.Namespace) -> None:
     """Train (or resume training) the head; checkpoint in work/train-NAME, export to --out at the end."""
-    from rsd.models.feature_head import FeatureHead, head_config_for, init_from_target, save_head
+    from rsd.models.feature_head.config import head_config_for
+    from rsd.models.feature_head.modules import FeatureHead
+    from rsd.models.feature_head.weights import init_from_target, save_head
 
     torch.manual_seed(args.seed)
     target = load_target(torch.float32)

@@ -29,7 +29,8 @@ from typing import Any
 from rsd.errors import RsdError
 from rsd.harness.schema import Dataset, ModelPairConfig
 from rsd.harness.sweep import expand_jobs
-from rsd.models.source import ModelSource, pair_sources
+from rsd.models.source import pair_sources
+from rsd.models.source_contract import ModelSource
 from rsd.paths import CONF_DIR
 
 PAPER_MODELS = CONF_DIR / "paper_models.yaml"

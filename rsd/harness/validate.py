@@ -23,7 +23,7 @@ from rsd.errors import ConfigError
 from rsd.harness.kinds import is_int, is_number
 from rsd.harness.logger import check_wandb_credentials
 from rsd.harness.schema import Tiny, budget_from, from_dict, selection_from
-from rsd.models.source import model_source
+from rsd.models.source import draft_source, model_source
 from rsd.models.spec import STATIC_MODES
 from rsd.paths import CONF_DIR
 from rsd.registry import DATASETS, LOGGERS, TINY_MODELS, lookup
@@ -199,7 +199,7 @@ def _check_draft_kind(m: Mapping[str, Any]) -> None:
                               f"{key} to null")
     draft, target = m.get("draft"), m.get("target")
     target_source = model_source(str(target), from_dict(Tiny, m["tiny"], "model_pair.tiny") if m.get("tiny") else None)
-    head = target_source.draft_for(str(draft), "feature_head")
+    head = draft_source(target_source, str(draft), "feature_head")
     if head.missing():
         raise ConfigError(f"model_pair.draft={draft!r} holds no feature_head.json, but model_pair.draft_kind is "
                           "feature_head: point it at a head trained by experiments/train_feature_head.py, or set "

@@ -1,6 +1,6 @@
 """Model pairs: resolve a `model_pair` config to a loaded target, draft and tokenizer (cached per process).
 
-What each model is and where it comes from is its rsd.models.source.ModelSource; this module pairs them.
+What each model is and where it comes from is its rsd.models.source_contract.ModelSource; this module pairs them.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from rsd.errors import ConfigError
 from rsd.harness.schema import ModelPairConfig
 from rsd.models.adapter import CausalLM
 from rsd.models.dial import MixtureLM
-from rsd.models.feature_head import HeadLM
-from rsd.models.source import evict_except, pair_sources
+from rsd.models.feature_head.lm import HeadLM
+from rsd.models.source import pair_sources
+from rsd.models.source_contract import evict_except
 from rsd.models.tiny import ByteTokenizer
 from rsd.models.trimmed import output_width
 

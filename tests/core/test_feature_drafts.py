@@ -11,7 +11,8 @@ from rsd.core.plugin import PluginError
 from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.drafters import AR, BV, RSDC, RSDS, SD, TV, Eagle2, SpecInfer, SpecTr
 from rsd.models.adapter import CausalLM
-from rsd.models.feature_head import tiny_head_lm, unrolled_outputs
+from rsd.models.feature_head.unrolled import unrolled_outputs
+from rsd.models.feature_head.weights import tiny_head_lm
 from rsd.models.tiny import tiny_pair
 
 T1 = SamplingParams(1.0)

@@ -10,7 +10,8 @@ from helpers.trees import VOCAB, branching_tree, sequential_logits
 from rsd.core.engine import tree_inputs
 from rsd.harness.schema import ModelPairConfig
 from rsd.models.adapter import CausalLM
-from rsd.models.source import LOADED, model_source
+from rsd.models.source import model_source
+from rsd.models.source_contract import LOADED
 from rsd.models.tiny import tiny_pair
 
 

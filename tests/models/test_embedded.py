@@ -16,7 +16,8 @@ from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr
 from rsd.errors import ConfigError
 from rsd.harness.schema import ModelPairConfig
 from rsd.models import embedded
-from rsd.models.feature_head import head_lm, is_feature_head
+from rsd.models.feature_head.config import is_feature_head
+from rsd.models.feature_head.weights import head_lm
 from rsd.models.pairs import load_pair
 from rsd.models.trimmed import TrimmedLlamaForCausalLM, output_width
 

@@ -7,18 +7,10 @@ import pytest
 
 from rsd.errors import ConfigError
 from rsd.harness.schema import ModelPairConfig, Tiny
-from rsd.models.source import (
-    EmbeddedTarget,
-    FeatureHeadSource,
-    HubSource,
-    LocalSource,
-    ShippedDraft,
-    TinyHeadSource,
-    TinySource,
-    UnknownEmbedded,
-    model_source,
-    pair_sources,
-)
+from rsd.models.builtin_sources import EmbeddedTarget, ShippedDraft, TinyHeadSource, TinySource, UnknownEmbedded
+from rsd.models.head_source import FeatureHeadSource
+from rsd.models.source import draft_source, model_source, pair_sources
+from rsd.models.user_sources import HubSource, LocalSource
 
 
 @pytest.mark.parametrize(("spec", "kind"), [
@@ -57,11 +49,11 @@ def test_a_tiny_source_builds_its_half_of_the_pair():
 
 def test_a_local_feature_head_is_loadable_and_has_no_config_of_its_own(tmp_path):
     (tmp_path / "feature_head.json").write_text("{}")
-    head = model_source("org/model").draft_for(str(tmp_path), "feature_head")
+    head = draft_source(model_source("org/model"), str(tmp_path), "feature_head")
     assert head.status() == (True, f"feature head in {tmp_path}") and not head.missing()
     assert head.config() is None and head.context_length() is None and not head.own_vocabulary
     assert head.fingerprint() == model_source(str(tmp_path)).fingerprint()
-    assert model_source("org/model").draft_for(str(tmp_path / "none"), "feature_head").missing()
+    assert draft_source(model_source("org/model"), str(tmp_path / "none"), "feature_head").missing()
 
 
 def test_check_refuses_what_can_never_load(tmp_path):
