@@ -12,7 +12,8 @@ from contextlib import contextmanager
 
 import torch
 
-from rsd.core.engine import Engine, Generation
+from rsd.core.engine import Engine
+from rsd.core.generation import Generation
 from rsd.core.sampling import prompt_generator
 from rsd.data import load_builtin
 from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr

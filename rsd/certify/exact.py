@@ -11,7 +11,9 @@ from rsd.certify.exact_engine import ContextTables, EnumeratedDraws, TableHeadLM
 from rsd.certify.oracles import NondeterministicExperiment, TooManyOutcomes, enumerate_outcomes
 from rsd.certify.report import Check
 from rsd.core.coins import RandomDraws
-from rsd.core.engine import Engine, Generation, ModelDraftContext
+from rsd.core.draft_context import ModelDraftContext
+from rsd.core.engine import Engine
+from rsd.core.generation import Generation
 from rsd.core.sampling import SamplingParams
 from rsd.core.tree import DraftTree
 from rsd.drafters.base import Drafter

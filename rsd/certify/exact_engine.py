@@ -69,6 +69,8 @@ class TableLM:
     exactly (anything else is a tree-attention bug and raises).
     """
 
+    feature_layers: tuple = ()  # as a draft it reads no target features (TableHeadLM does)
+
     def __init__(self, tables: ContextTables, role: int) -> None:
         self.tables, self.role = tables, role  # role 0: target, 1: draft
         self.device, self.dtype = torch.device("cpu"), torch.float64

@@ -8,12 +8,13 @@ accepted path, and both KV caches are compacted to the accepted path by gather. 
 from __future__ import annotations
 
 import math
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import torch
 
 from rsd.core.coins import Coins, Draws, RandomCoins, RandomDraws
+from rsd.core.draft_context import ModelDraftContext, tree_inputs
+from rsd.core.generation import Generation, Step, Stopwatch
 from rsd.core.optimum import root_optimum
 from rsd.core.plugin import plugin_call
 from rsd.core.sampling import SamplingParams, probs_from_logits
@@ -21,199 +22,8 @@ from rsd.core.tree import DraftTree
 from rsd.drafters.base import Drafter
 from rsd.drafters.contract import check_drafted_tree, drafted_mass_flag, zero_mass_error
 from rsd.models.adapter import CausalLM
-from rsd.verify import Verifier, verifier_for
+from rsd.verify import Verifier, root_acceptance, verifier_for
 from rsd.verify.contract import check_expected_yield, check_laws, check_verified, verify_call
-
-
-@dataclass
-class Generation:
-    """One prompt's output and the engine's counters."""
-
-    new_token_ids: list[int] = field(default_factory=list)
-    target_calls: int = 0
-    draft_calls: int = 0
-    tokens_verified: list[int] = field(default_factory=list)
-    accepted_lengths: list[int] = field(default_factory=list)
-    time_draft_s: float = 0.0
-    time_target_s: float = 0.0
-    wall_s: float = 0.0
-    ttft_s: float = 0.0  # prefill + the first step (the first token's arrival)
-    first_step_tokens: int = 0  # tokens the first step emitted (decode rate counts the tokens after them)
-
-    @property
-    def decode_s(self) -> float:
-        """Seconds after the first step: the decode phase."""
-        return max(0.0, self.wall_s - self.ttft_s)
-
-    @property
-    def decode_tokens(self) -> int:
-        return len(self.new_token_ids) - self.first_step_tokens
-    expected_emitted: list[float] = field(default_factory=list)  # per step, exact (docs/algorithms.md#expected-yield)
-    # per step: alpha* at the root and the verifier's exact root acceptance (docs/algorithms.md#optimum); None when
-    # the step drafted no root candidate
-    root_optimum: list[float | None] = field(default_factory=list)
-    root_acceptance: list[float | None] = field(default_factory=list)
-
-    @property
-    def time_other_s(self) -> float:
-        return max(0.0, self.wall_s - self.time_draft_s - self.time_target_s)
-
-
-@dataclass
-class Step:
-    """One engine step: the drafted tree, the target laws at its nodes, the accepted path and the emitted tokens."""
-
-    tree: DraftTree
-    q: torch.Tensor
-    path: list[int]
-    emitted: list[int]
-
-
-class _Stopwatch:
-    """Accumulates time spans into a Generation's counters without synchronising the device.
-
-    On CPU a span is two perf_counter reads. On CUDA a span is a pair of CUDA events whose elapsed time is read in
-    `settle`, once per generation: the node rules and forwards never wait for the GPU because of the clock.
-    `now()` is the only synchronising read; the engine calls it at step boundaries only.
-    """
-
-    def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-        self._pending: list[tuple[str, torch.cuda.Event, torch.cuda.Event]] = []
-
-    def now(self) -> float:
-        if self.cuda:
-            torch.cuda.synchronize()
-        return time.perf_counter()
-
-    def start(self):
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            return event
-        return time.perf_counter()
-
-    def stop(self, start, out: "Generation", counter: str) -> None:
-        """Add the span since `start` to out.<counter> (deferred to `settle` on CUDA)."""
-        if self.cuda:
-            end = torch.cuda.Event(enable_timing=True)
-            end.record()
-            self._pending.append((counter, start, end))
-        else:
-            setattr(out, counter, getattr(out, counter) + time.perf_counter() - start)
-
-    def settle(self, out: "Generation") -> None:
-        """Resolve the CUDA spans recorded so far into `out` (call after a synchronising `now()`)."""
-        for counter, start, end in self._pending:
-            setattr(out, counter, getattr(out, counter) + start.elapsed_time(end) / 1e3)
-        self._pending.clear()
-
-
-class ModelDraftContext:
-    """The engine's `rsd.drafters.base.DraftContext`: draft distributions of tree nodes (one draft forward per call)
-    and `draws`, the only randomness a drafter may use (rsd.core.coins.Draws).
-
-    `max_depth` is the deepest level the drafter may draft this step: min(L, tokens still allowed - 1), so no
-    drafted token is ever cut off by max_new_tokens. A drafter must draft at most that many levels.
-    """
-
-    def __init__(self, draft: CausalLM, committed: list[int], params: SamplingParams, vocab_size: int,
-                 draws: Draws, out: Generation, clock: _Stopwatch, max_depth: int | None = None,
-                 features: torch.Tensor | None = None) -> None:
-        self.draft = draft
-        # A feature-head draft: the target's features of the committed positions the draft has not cached yet,
-        # shifted by one (the row for committed[j] is the feature of position j - 1), and the head's own outputs at
-        # expanded nodes, which their children read (docs/algorithms.md#feature-drafts).
-        self.features = features
-        self.predicted: dict[int, torch.Tensor] = {}
-        self.committed = committed
-        self.params = params
-        self.vocab_size = vocab_size
-        self.draws = draws
-        self.max_depth = max_depth if max_depth is not None else 1 << 30
-        self._out = out
-        self._clock = clock
-        self.slots: dict[int, int] = {}  # tree node -> position in the draft KV cache
-        self._anc_slots: dict[int, list[int]] = {}  # expanded node -> draft-cache slots of its tree ancestors + itself
-
-    def probs(self, tree: DraftTree, nodes: list[int]) -> torch.Tensor:
-        """p(.|node) for each node [len(nodes), V], in one draft forward; also stored in tree.draft_probs.
-
-        Call with [0] (the root) first, then level by level: every node's parent must have been expanded already.
-        """
-        start = self._clock.start()
-        root_slot = len(self.committed) - 1
-        cached = self.draft.cached_len
-        extra = {}
-        if nodes == [0]:
-            tokens = torch.tensor(self.committed[cached:])
-            if self.features is not None:
-                if len(self.features) != len(tokens):
-                    raise RuntimeError(f"feature draft: {len(self.features)} feature rows for {len(tokens)} "
-                                       "uncached committed tokens")
-                extra = {"features": self.features}
-            logits = self.draft.forward(tokens, torch.arange(cached, len(self.committed)), None, last=1, **extra)
-            self.slots[0] = root_slot
-            self._anc_slots[0] = []
-        else:
-            if 0 not in self.slots or any(tree.parents[v] not in self.slots for v in nodes):
-                raise RuntimeError("DraftContext.probs: expand the root first, then the tree level by level")
-            rows = []
-            for i, v in enumerate(nodes):
-                self.slots[v] = cached + i
-                self._anc_slots[v] = self._anc_slots[tree.parents[v]] + [cached + i]
-                rows.append(self._anc_slots[v])
-            tokens = torch.tensor([tree.tokens[v] for v in nodes])
-            positions = torch.tensor([root_slot + tree.depths[v] for v in nodes])
-            if len(nodes) == 1 and len(rows[0]) == cached + 1 - (root_slot + 1):
-                attend = None  # a chain: the node sees every cached entry, which is plain causal attention
-            else:
-                attend = torch.zeros(len(nodes), cached + len(nodes), dtype=torch.bool)
-                attend[:, : root_slot + 1] = True
-                attend[torch.tensor([i for i, r in enumerate(rows) for _ in r]),
-                       torch.tensor([s for r in rows for s in r])] = True
-            if self.features is not None:  # a child reads the head's output at its parent (depth > 1: no target)
-                extra = {"features": torch.stack([self.predicted[tree.parents[v]] for v in nodes]),
-                         "predicted": True}
-            logits = self.draft.forward(tokens, positions, attend, **extra)
-        if self.features is not None:
-            for v, h in zip(nodes, self.draft.outputs):
-                self.predicted[v] = h
-        probs = probs_from_logits(logits[:, : self.vocab_size], self.params)
-        for v, p in zip(nodes, probs):
-            tree.draft_probs[v] = p
-        self._out.draft_calls += 1
-        self._clock.stop(start, self._out, "time_draft_s")
-        return probs
-
-    def prune(self, tree: DraftTree, keep: list[int]) -> list[int]:
-        """Drop the tree's nodes outside `keep` (DraftTree.keep) and renumber this context's per-node state;
-        a dropped node's draft-cache entry stays unread (no kept node attends to it) and is cropped after the step."""
-        new = tree.keep(keep)
-        self.slots = {new[v]: s for v, s in self.slots.items() if new[v] >= 0}
-        self._anc_slots = {new[v]: s for v, s in self._anc_slots.items() if new[v] >= 0}
-        self.predicted = {new[v]: h for v, h in self.predicted.items() if new[v] >= 0}
-        return new
-
-
-def tree_inputs(tree: DraftTree, committed: list[int], cached: int
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Tokens, position ids and attention [q, cached + q] for [committed[cached:], tree nodes 1..n-1].
-
-    Committed tokens attend causally; a tree node attends to every committed token, its ancestors and itself, at
-    position (root position + depth). The last committed token is the tree's root (docs/algorithms.md#tree-attention).
-    """
-    n_new = len(committed) - cached
-    root_col = len(committed) - 1
-    q_len = n_new + len(tree) - 1
-    attend = torch.zeros(q_len, cached + q_len, dtype=torch.bool)
-    attend[:n_new, : cached + n_new] = torch.ones(n_new, cached + n_new, dtype=torch.bool).tril(cached)
-    attend[n_new:, :root_col] = True
-    attend[n_new:, root_col:] = tree.ancestor_matrix()[1:]
-    tokens = torch.tensor(committed[cached:] + tree.tokens[1:])
-    positions = torch.cat([torch.arange(cached, len(committed)),
-                           root_col + torch.tensor(tree.depths[1:], dtype=torch.long)])
-    return tokens, positions, attend
 
 
 class Engine:
@@ -234,13 +44,13 @@ class Engine:
                              else replace(params, temperature=drafter.draft_temperature))
         self.eos = frozenset(eos_token_ids)
         self.vocab_size = vocab_size
-        self.clock = _Stopwatch(target.device)
+        self.clock = Stopwatch(target.device)
         self.verifier = verifier if verifier is not None else verifier_for(drafter)
         # A feature-head draft reads these target features; `pending` holds them for the committed positions the
         # draft has not cached yet (the shift: the row for committed[j] is the feature of position j - 1).
-        self.feature_layers: tuple = tuple(getattr(draft, "feature_layers", ())) if drafter.uses_draft_model else ()
+        self.feature_layers: tuple = tuple(draft.feature_layers) if drafter.uses_draft_model else ()
         self.pending: torch.Tensor | None = None
-        self.verifier_name = str(getattr(drafter, "verifier", "walk"))
+        self.verifier_name = str(drafter.verifier)
 
     def generate(self, prompt_ids: list[int], max_new_tokens: int, gen: torch.Generator | None,
                  coins: Coins | None = None, draws: Draws | None = None) -> Generation:
@@ -290,10 +100,8 @@ class Engine:
             out.root_optimum.append(None)
             out.root_acceptance.append(None)
             return
-        scheme = getattr(self.drafter, "candidate_scheme", None)
-        optimum = root_optimum(step.tree.draft_probs[0], step.q[0], k, scheme)
-        accept = getattr(self.verifier, "root_acceptance", None)
-        acceptance = accept(step.tree, step.q, self.drafter.rule) if accept is not None else math.nan
+        optimum = root_optimum(step.tree.draft_probs[0], step.q[0], k, self.drafter.candidate_scheme)
+        acceptance = root_acceptance(self.verifier, step.tree, step.q, self.drafter.rule)
         out.root_optimum.append(optimum if math.isfinite(optimum) else None)
         out.root_acceptance.append(acceptance if math.isfinite(acceptance) else None)
 

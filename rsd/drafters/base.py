@@ -1,4 +1,5 @@
-"""The drafter contract: build one step's DraftTree through a DraftContext and name the node rule that verifies it."""
+"""The drafter contract: build one step's DraftTree through a DraftContext, name how it is verified and which
+shapes a sweep runs; `Drafter` combines the three parts (TreeBuilder, VerificationPolicy, ShapeSpace)."""
 
 from __future__ import annotations
 
@@ -35,26 +36,11 @@ class DraftContext(Protocol):
     def prune(self, tree: DraftTree, keep: list[int]) -> list[int]: ...
 
 
-class Drafter(ABC):
-    """A tree builder. Subclasses set `name` and `rule` (and optionally `verifier`) and implement `build`.
-
-    Contract (what keeps the engine lossless): every candidate list of a node is drawn from exactly the
-    distribution `ctx.probs` returned for that node, by the sampling scheme the rule assumes (i.i.d. for
-    `specinfer`/`kseq`, without replacement in draw order for `rsd`, a single draw for `sd`); the number and order
-    of candidates never depend on the drawn tokens' identities. A drafter drafts at most
-    `min(draft_length, ctx.max_depth)` levels (the last step of a generation must not draft past its end).
-    """
+class TreeBuilder(ABC):
+    """The part of a drafter that grows one step's tree: its `name`, `build`, the tree's bounds (`draft_length`,
+    `max_tree_size`) and the draft model's use (`uses_draft_model`, `draft_temperature`)."""
 
     name: ClassVar[str]
-    rule: ClassVar[str | NodeRule]
-    # How each node's candidates are drawn from its p: 'single', 'iid', 'without_replacement' (draw order), or None.
-    # It lets `rsd.certify` run the exact-enumeration oracle on the rule; the Monte Carlo oracle needs nothing.
-    candidate_scheme: ClassVar[str | None] = None
-    # Who verifies the tree (rsd.verify): 'walk' (the node rule at each node, §4), 'block', 'traversal' (§9), or a
-    # dotted path 'pkg.mod.Obj' to a user's Verifier; YAML may override it with drafter.verifier=...
-    verifier: ClassVar[str] = "walk"
-    # The built-in tree-level verifiers that are exact on this drafter's trees (checked before a run starts).
-    tree_verifiers: ClassVar[tuple[str, ...]] = ()
     # The temperature of the draft laws `ctx.probs` returns; None: the target's sampling (any draft law is lossless).
     draft_temperature: float | None = None
 
@@ -78,6 +64,27 @@ class Drafter(ABC):
         """Grow `tree` (holding only its root) by calling ctx.probs on the root, then level by level, at most
         `ctx.max_depth` levels deep."""
 
+
+class VerificationPolicy:
+    """The part of a drafter that says how its trees are verified: the node `rule`, the `candidate_scheme` its
+    candidates are drawn by, the `verifier` and the tree-level verifiers exact on its trees (`tree_verifiers`)."""
+
+    rule: ClassVar[str | NodeRule]
+    # How each node's candidates are drawn from its p: 'single', 'iid', 'without_replacement' (draw order), or None.
+    # It lets `rsd.certify` run the exact-enumeration oracle on the rule; the Monte Carlo oracle needs nothing.
+    candidate_scheme: ClassVar[str | None] = None
+    # Who verifies the tree (rsd.verify): 'walk' (the node rule at each node, §4), 'block', 'traversal' (§9), or a
+    # dotted path 'pkg.mod.Obj' to a user's Verifier; YAML may override it with drafter.verifier=...
+    verifier: ClassVar[str] = "walk"
+    # The built-in tree-level verifiers that are exact on this drafter's trees (checked before a run starts).
+    tree_verifiers: ClassVar[tuple[str, ...]] = ()
+
+
+class ShapeSpace:
+    """The part of a drafter a sweep enumerates: the constructor shapes meeting a budget (`shapes`) and the shape of
+    one drafter in records (`describe`). Its defaults read the tree builder's `name`, `draft_length` and
+    `max_tree_size` (a Drafter has both parts)."""
+
     @classmethod
     def shapes(cls, budget: Budget, params: Mapping[str, Any]) -> list[dict]:
         """Every constructor-kwargs shape meeting `budget`; `params` are the drafter's YAML keys.
@@ -92,3 +99,20 @@ class Drafter(ABC):
     def describe(self) -> dict:
         """The shape parameters, for records and tables."""
         return {"draft_length": self.draft_length, "max_tree_size": self.max_tree_size}
+
+
+class Drafter(TreeBuilder, VerificationPolicy, ShapeSpace):
+    """A drafter: one class (and one YAML) of three parts. Subclasses set `name` and `rule` (and optionally
+    `verifier`) and implement `build`.
+
+    - tree building (TreeBuilder): `name`, `build`, `draft_length`, `max_tree_size`, `uses_draft_model`,
+      `draft_temperature`;
+    - verification policy (VerificationPolicy): `rule`, `candidate_scheme`, `verifier`, `tree_verifiers`;
+    - shape space (ShapeSpace): `shapes`, `describe`.
+
+    Contract (what keeps the engine lossless): every candidate list of a node is drawn from exactly the
+    distribution `ctx.probs` returned for that node, by the sampling scheme the rule assumes (i.i.d. for
+    `specinfer`/`kseq`, without replacement in draw order for `rsd`, a single draw for `sd`); the number and order
+    of candidates never depend on the drawn tokens' identities. A drafter drafts at most
+    `min(draft_length, ctx.max_depth)` levels (the last step of a generation must not draft past its end).
+    """

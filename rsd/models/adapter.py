@@ -50,6 +50,8 @@ def full_attention_only(config: PretrainedConfig) -> bool:
 class CausalLM:
     """A causal LM with one KV cache (batch 1): tree-masked forward and cache compaction by move-and-crop."""
 
+    feature_layers: tuple = ()  # the target features it reads as a draft: none (a feature head declares its own)
+
     def __init__(self, model: PreTrainedModel, static: str = "off") -> None:
         if static not in STATIC_MODES:
             raise ValueError(f"static={static!r}: use one of {', '.join(STATIC_MODES)}")

@@ -27,6 +27,8 @@ def mix_logits(draft: torch.Tensor, target: torch.Tensor, mix: float) -> torch.T
 class MixtureLM:
     """A CausalLM stand-in for the dial's draft: two caches (the draft's and a target copy's) kept in step."""
 
+    feature_layers: tuple = ()  # an LM draft reads no target features
+
     def __init__(self, draft: CausalLM, target: CausalLM, mix: float) -> None:
         if not 0.0 <= mix <= 1.0:
             raise ValueError(f"model_pair.mix must be in [0, 1], got {mix}")

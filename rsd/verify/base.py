@@ -3,18 +3,20 @@
 All randomness of a verifier goes through a `Coins` object, so the same code runs in the engine (`RandomCoins`: the
 prompt's torch.Generator) and in the exact-enumeration oracle (rsd.certify.oracles: coins that enumerate every outcome
 with its probability). A verifier returns the accepted node indices (root excluded) and the emitted tokens, and gives
-the exact expected number of emitted tokens of a step (§10) without drawing anything. The built-in verifiers also give
-`root_acceptance(tree, q, rule)`: the exact probability that the first emitted token is a root candidate
-(docs/algorithms.md#optimum); a verifier without it records nan.
+the exact expected number of emitted tokens of a step (§10) without drawing anything. The built-in verifiers are also
+`ReportsRootAcceptance`: they give the exact probability that the first emitted token is a root candidate
+(docs/algorithms.md#optimum); `root_acceptance` reads it, nan for a verifier without it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+import math
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
 
 from rsd.core.coins import Coins, RandomCoins  # noqa: F401  (re-exported: the verifier API)
+from rsd.drafters.base import Drafter
 from rsd.errors import ConfigError
 from rsd.registry import VERIFIERS, lookup
 
@@ -39,6 +41,23 @@ class Verifier(Protocol):
         """Exact E[number of emitted tokens | tree, laws] (docs/algorithms.md#expected-yield); draws no randomness."""
 
 
+@runtime_checkable
+class ReportsRootAcceptance(Protocol):
+    """The optional part of a verifier: the exact probability of accepting a root candidate (a built-in has it)."""
+
+    def root_acceptance(self, tree: "DraftTree", q: torch.Tensor, rule: "str | NodeRule") -> float:
+        """P(the first emitted token is one of the root's candidates | tree, laws) (docs/algorithms.md#optimum);
+        draws no randomness."""
+
+
+def root_acceptance(verifier: Verifier, tree: "DraftTree", q: torch.Tensor, rule: "str | NodeRule") -> float:
+    """The verifier's exact root acceptance of this step, or nan when it does not report one (a user's verifier
+    need not: the step's record then holds no root acceptance)."""
+    if isinstance(verifier, ReportsRootAcceptance):
+        return verifier.root_acceptance(tree, q, rule)
+    return math.nan
+
+
 def get_verifier(spec: str | Verifier) -> Verifier:
     """A verifier from its name in rsd.registry.VERIFIERS or a dotted path 'pkg.mod.Obj' (a Verifier class,
     instantiated without arguments, or instance); anything else is a ConfigError."""
@@ -51,12 +70,11 @@ def get_verifier(spec: str | Verifier) -> Verifier:
 _SCHEMES = {"block": ("single",), "traversal": ("without_replacement", "iid")}
 
 
-def verifier_for(drafter: Any) -> Verifier:
+def verifier_for(drafter: Drafter) -> Verifier:
     """The drafter's verifier, refusing a built-in tree-level verifier on drafts it is not exact on (ConfigError)."""
-    spec = getattr(drafter, "verifier", "walk")
+    spec = drafter.verifier
     if isinstance(spec, str) and spec in _SCHEMES:
-        scheme = getattr(drafter, "candidate_scheme", None)
-        if spec not in getattr(drafter, "tree_verifiers", ()) or scheme not in _SCHEMES[spec]:
+        if spec not in drafter.tree_verifiers or drafter.candidate_scheme not in _SCHEMES[spec]:
             raise ConfigError(
                 f"drafter.verifier={spec} is not exact on {drafter.name!r} trees (docs/algorithms.md#verifiers): "
                 "block needs an SD chain (drafter=bv), traversal an RSD-C tree (drafter=tv) or the SpecInfer/SpecTr "

@@ -14,7 +14,9 @@ from rsd.certify import T1, engine_exact_check
 from rsd.certify.exact_engine import ContextTables, EnumeratedDraws, TableLM, engine_law, target_law, total_variation
 from rsd.certify.oracles import enumerate_outcomes
 from rsd.core.coins import RandomDraws
-from rsd.core.engine import Engine, Generation, ModelDraftContext, _Stopwatch, tree_inputs
+from rsd.core.draft_context import ModelDraftContext, tree_inputs
+from rsd.core.engine import Engine
+from rsd.core.generation import Generation, Stopwatch
 from rsd.core.tree import DraftTree
 from rsd.drafters import RSDC, SD, SpecInfer
 from rsd.drafters.base import DraftContext
@@ -107,7 +109,7 @@ def trie_key(tree: DraftTree) -> tuple:
 
 def build_trie(drafter: SpecInfer, draws, tables: ContextTables) -> DraftTree:
     tree = DraftTree.with_root(0)
-    ctx = ModelDraftContext(TableLM(tables, 1), [0], T1, VOCAB, draws, Generation(), _Stopwatch(torch.device("cpu")))
+    ctx = ModelDraftContext(TableLM(tables, 1), [0], T1, VOCAB, draws, Generation(), Stopwatch(torch.device("cpu")))
     drafter.build(tree, ctx)
     return tree
 

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from rsd.certify.oracles import expected_accepted
-from rsd.core.engine import Engine, Generation
+from rsd.core.engine import Engine
+from rsd.core.generation import Generation
 from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.drafters import AR, RSDC, RSDS, SD, Eagle2, SpecInfer, SpecTr
 from rsd.models.adapter import CausalLM

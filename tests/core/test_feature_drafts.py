@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from rsd.certify.exact_engine import ContextTables, TableHeadLM, engine_law, target_law, total_variation
-from rsd.core.engine import Engine, Generation
+from rsd.core.engine import Engine
+from rsd.core.generation import Generation
 from rsd.core.plugin import PluginError
 from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.drafters import AR, BV, RSDC, RSDS, SD, TV, Eagle2, SpecInfer, SpecTr

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from rsd.core.budgets import Budget
-from rsd.core.engine import Engine, Generation
+from rsd.core.engine import Engine
+from rsd.core.generation import Generation
 from rsd.core.sampling import SamplingParams, most_likely, prompt_generator
 from rsd.core.tree import DraftTree
 from rsd.drafters import AR, Eagle2

@@ -13,7 +13,8 @@ from functools import cache
 import pytest
 import torch
 
-from rsd.core.engine import Engine, Generation, Step
+from rsd.core.engine import Engine
+from rsd.core.generation import Generation, Step
 from rsd.core.sampling import SamplingParams, probs_from_logits, prompt_generator
 from rsd.drafters import AR, RSDC, RSDS, SD, SpecInfer, SpecTr
 from rsd.models.adapter import CausalLM

@@ -2,7 +2,8 @@
 
 import pytest
 
-from rsd.core.engine import Engine, Generation
+from rsd.core.engine import Engine
+from rsd.core.generation import Generation
 from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.drafters import AR, PLD
 from rsd.drafters.lookup import lookup_continuation

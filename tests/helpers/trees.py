@@ -3,7 +3,7 @@ expected yields under several verifiers, and planted verifier bugs."""
 
 import torch
 
-from rsd.core.engine import tree_inputs
+from rsd.core.draft_context import tree_inputs
 from rsd.core.tree import DraftTree
 from rsd.models.adapter import CausalLM
 from rsd.verify import get_verifier

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from helpers.trees import VOCAB, branching_tree, sequential_logits
-from rsd.core.engine import tree_inputs
+from rsd.core.draft_context import tree_inputs
 from rsd.harness.schema import ModelPairConfig
 from rsd.models.adapter import CausalLM
 from rsd.models.source import model_source

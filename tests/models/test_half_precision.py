@@ -13,7 +13,8 @@ import torch
 
 from helpers.trees import VOCAB, branching_tree, sequential_logits, tree_call_logits
 from rsd.certify.oracles import node_output_law
-from rsd.core.engine import Engine, Generation
+from rsd.core.engine import Engine
+from rsd.core.generation import Generation
 from rsd.core.rules import RULES, get_rule
 from rsd.core.sampling import SamplingParams, probs_from_logits, prompt_generator
 from rsd.drafters import RSDS

@@ -7,7 +7,8 @@ import torch
 
 from helpers.trees import VOCAB, branching_tree, sequential_logits, tree_call_logits
 from rsd.core.coins import RandomDraws
-from rsd.core.engine import Generation, ModelDraftContext, _Stopwatch, tree_inputs
+from rsd.core.draft_context import ModelDraftContext, tree_inputs
+from rsd.core.generation import Generation, Stopwatch
 from rsd.core.sampling import SamplingParams
 from rsd.core.tree import DraftTree
 from rsd.models.adapter import CausalLM
@@ -60,7 +61,7 @@ def test_draft_levels_equal_sequential(arch):
     lm.reset()
     params = SamplingParams(0.7, top_k=20)
     ctx = ModelDraftContext(lm, prompt, params, VOCAB, RandomDraws(torch.Generator().manual_seed(0)), Generation(),
-                       _Stopwatch(torch.device("cpu")))
+                       Stopwatch(torch.device("cpu")))
     level = [0]
     for b in (3, 2, 2):
         probs = ctx.probs(tree, level)

@@ -4,7 +4,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from rsd.core.engine import Engine, Generation
+from rsd.core.engine import Engine
+from rsd.core.generation import Generation
 from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.drafters import AR, RSDS, SD, SpecTr
 from rsd.models.adapter import CausalLM

@@ -337,7 +337,8 @@ def test_user_verifier_by_dotted_path():
 
 
 def test_specinfer_trie_with_traversal_runs_in_the_engine():
-    from rsd.core.engine import Engine, Generation
+    from rsd.core.engine import Engine
+    from rsd.core.generation import Generation
     from rsd.core.sampling import SamplingParams, prompt_generator
     from rsd.models.adapter import CausalLM
     from rsd.models.tiny import tiny_pair
