@@ -1,5 +1,5 @@
 """Hydra entry point: `python run.py` (one run), `python run.py -m ...` (sweeps) and `python run.py ... --plan` (the
-pre-flight plan of rsd/harness/plan.py, launching nothing). See README.md."""
+pre-flight plan of rsd/harness/plan/, launching nothing). See README.md."""
 
 import os
 import sys
@@ -78,7 +78,7 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     if "--plan" in sys.argv[1:]:  # before Hydra parses argv: print the sweep's pre-flight plan, launch nothing
-        from rsd.harness.plan import main as plan_main
+        from rsd.harness.plan.report import main as plan_main
 
         sys.exit(plan_main([a for a in sys.argv[1:] if a != "--plan"]))
     main()

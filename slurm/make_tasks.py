@@ -75,7 +75,7 @@ def check_sweep(overrides: list[str], resources: dict[str, str]) -> None:
     """A ConfigError naming every problem (on one line) when the sweep's pre-flight refuses it or a job's config is
     invalid, judged for array tasks that get `resources`."""
     from rsd.errors import ConfigError, RsdError
-    from rsd.harness.plan import build_plan
+    from rsd.harness.plan.build import build_plan
     from rsd.harness.preflight import skipped_checks
 
     skip = skipped_checks(os.environ.get("RSD_SKIP_PREFLIGHT", ""))

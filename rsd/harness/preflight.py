@@ -29,7 +29,9 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from rsd.errors import ConfigError, RsdError, one_line
-from rsd.harness.plan import RESOURCE_KEYS, SKIPPABLE, build_plan, format_plan
+from rsd.harness.plan.build import SKIPPABLE, build_plan
+from rsd.harness.plan.report import format_plan
+from rsd.harness.plan.resources import RESOURCE_KEYS
 from rsd.harness.validate import check_out_dir
 
 REFUSED_JOBS = "refused_jobs.txt"  # in hydra.sweep.dir: one line per refused job, listed again when the sweep ends

@@ -6,37 +6,24 @@ is one line: the key, the value, and what to do (README.md, Troubleshooting, lis
 
 from __future__ import annotations
 
-import difflib
 import errno
-import functools
 import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
-from omegaconf import OmegaConf
-
 from rsd.core.metrics import TASK_METRIC
 from rsd.errors import ConfigError
 from rsd.harness.kinds import is_int, is_number
 from rsd.harness.logger import check_wandb_credentials
-from rsd.harness.schema import Tiny, budget_from, from_dict, selection_from
-from rsd.models.source import draft_source, model_source
-from rsd.models.spec import STATIC_MODES
-from rsd.paths import CONF_DIR
-from rsd.registry import DATASETS, LOGGERS, TINY_MODELS, lookup
+from rsd.harness.schema import budget_from, selection_from
+from rsd.harness.validate_keys import check_known_keys, drafter_defaults
+from rsd.harness.validate_pair import check_model_pair
+from rsd.registry import DATASETS, LOGGERS, lookup
 
-DTYPES = ("float32", "float16", "bfloat16", "float64")
 WANDB_MODES = ("auto", "online", "offline", "disabled")
 WANDB_ENV_MODES = ("online", "offline", "disabled", "shared", "dryrun", "run")  # what wandb itself accepts
-# Keys every drafter accepts, whatever its YAML declares (the verifier plug-in: docs/adding_a_drafter.md §4).
-DRAFTER_KEYS = ("_target_", "name", "verifier")
-TINY_DTYPE = "float32"  # the tiny pairs are built in float32 whatever model_pair.dtype says
-BYTE_VOCAB = 258  # the tiny pairs' byte tokenizer: 256 bytes, BOS and EOS
-# model_pair.attn_implementation: what transformers accepts (flash attention only on a GPU with its package)
-ATTENTION = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")
 # The smallest positive temperature: dividing logits by less overflows float32 into NaN (1e-300 did); 0 is greedy.
 MIN_TEMPERATURE = 1e-3
 # torch threads per CPU core beyond which a run only slows down (num_threads=100000 was a MemoryError)
@@ -51,7 +38,7 @@ def validate_config(conf: dict) -> None:
     _check_sampling(conf["sampling"])
     _check_dataset(conf["dataset"])
     _check_budget(conf["budget"])
-    _check_model_pair(conf["model_pair"])
+    check_model_pair(conf["model_pair"])
     _check_drafter(conf.get("drafter") or {})
     _check_logger(conf.get("logger") or {})
     check_out_dir(conf["out_dir"])
@@ -125,118 +112,6 @@ def _check_budget(b: Mapping[str, Any]) -> None:
     selection_from(b)
 
 
-def _check_tiny(m: Mapping[str, Any]) -> None:
-    target, dtype = m["target"], m.get("dtype")
-    if dtype not in (None, TINY_DTYPE):
-        raise ConfigError(f"model_pair.dtype={dtype!r} is ignored by the tiny pair {target!r}, which is built in "
-                          f"{TINY_DTYPE}: drop the override")
-    tiny = m.get("tiny") or {}
-    vocab, seed, std = tiny.get("vocab_size", BYTE_VOCAB), tiny.get("seed", 0), tiny.get("init_std", 0.02)
-    if not (is_int(vocab) and vocab >= BYTE_VOCAB):
-        raise ConfigError(f"model_pair.tiny.vocab_size={vocab!r} must be an integer >= {BYTE_VOCAB} (the byte "
-                          "tokenizer's tokens)")
-    if not is_int(seed):
-        raise ConfigError(f"model_pair.tiny.seed={seed!r} must be an integer (it seeds the random weights)")
-    if not (is_number(std, finite=True) and 0 < std <= 1):
-        raise ConfigError(f"model_pair.tiny.init_std={std!r} must be a number in (0, 1] (the random weights' std; "
-                          "transformers refuses more than 1), e.g. 0.02")
-
-
-def _check_model_pair(m: Mapping[str, Any]) -> None:
-    target, draft, tokenizer = m.get("target"), m.get("draft"), m.get("tokenizer")
-    if is_built(target):
-        lookup(TINY_MODELS, target)
-        if draft not in (None, target):
-            raise ConfigError(f"model_pair.draft={draft!r} is ignored by the tiny pair {target!r}, which builds its "
-                              "own draft: drop the override, or set model_pair.target to a real model too")
-        if tokenizer is not None:
-            raise ConfigError(f"model_pair.tokenizer={tokenizer!r} is ignored by the tiny pair {target!r}, which uses "
-                              "a byte tokenizer: drop the override")
-        _check_tiny(m)
-    elif is_built(draft):
-        raise ConfigError(f"model_pair.draft={draft!r} is a tiny model, which pairs only with a tiny target: use "
-                          "model_pair=tiny_llama or model_pair=tiny_opt")
-    for key, spec in (("target", target), ("draft", draft), ("tokenizer", tokenizer)):
-        if isinstance(spec, str):
-            model_source(spec).check(key)
-    attn = m.get("attn_implementation")
-    if attn is not None and attn not in ATTENTION:
-        raise ConfigError(f"model_pair.attn_implementation={attn!r} is not an attention rsd runs; use "
-                          f"{', '.join(ATTENTION)}, or null for sdpa (flash attention needs a GPU and its package)")
-    dtype = m.get("dtype")
-    if dtype is not None and dtype != "auto" and dtype not in DTYPES:
-        raise ConfigError(f"model_pair.dtype={dtype!r} is not a dtype rsd loads models in; use "
-                          f"{', '.join(DTYPES)} (float16/bfloat16 on GPUs), or auto (bfloat16 where this machine "
-                          "runs it fast)")
-    static = m.get("static_forward")
-    if static is not None and static not in STATIC_MODES[1:]:
-        raise ConfigError(f"model_pair.static_forward={static!r} is not a static-shape forward mode; use null (eager "
-                          f"forwards), {' or '.join(STATIC_MODES[1:])} (benchmarks/README.md, static_compile.py)")
-    mix = m.get("mix")
-    if mix is not None and not (is_number(mix, finite=True) and 0 <= mix <= 1):
-        raise ConfigError(f"model_pair.mix={mix!r} must be a number in [0, 1] (the acceptance dial: 0 drafts from "
-                          "the draft, 1 from the target), or null for the plain pair")
-    _check_draft_kind(m)
-    if mix is not None and not draft:
-        raise ConfigError(f"model_pair.mix={mix!r} mixes the draft's logits with the target's, but the pair names no "
-                          "draft model")
-    _check_device(m.get("device"))
-
-
-def _check_draft_kind(m: Mapping[str, Any]) -> None:
-    """model_pair.draft_kind: lm (a standalone draft) or feature_head (a head over the target's hidden states), and a
-    head that fits its target (read from the two configs, before any model loads)."""
-    kind = m.get("draft_kind", "lm")
-    if kind not in ("lm", "feature_head"):
-        raise ConfigError(f"model_pair.draft_kind={kind!r} is not a draft kind; use lm (a standalone draft model) or "
-                          "feature_head (an EAGLE-style head over the target's hidden states)")
-    if kind != "feature_head":
-        return
-    for key in ("mix", "static_forward"):
-        if m.get(key) is not None:
-            raise ConfigError(f"model_pair.{key}={m.get(key)!r} is not supported with draft_kind=feature_head (the "
-                              "head reads the target's hidden states from eager forwards): set model_pair."
-                              f"{key} to null")
-    draft, target = m.get("draft"), m.get("target")
-    target_source = model_source(str(target), from_dict(Tiny, m["tiny"], "model_pair.tiny") if m.get("tiny") else None)
-    head = draft_source(target_source, str(draft), "feature_head")
-    if head.missing():
-        raise ConfigError(f"model_pair.draft={draft!r} holds no feature_head.json, but model_pair.draft_kind is "
-                          "feature_head: point it at a head trained by experiments/train_feature_head.py, or set "
-                          "draft_kind to lm")
-    problem = head.fit_problem(target_source)  # read without converting or downloading anything
-    if problem:
-        raise ConfigError(f"model_pair.draft={draft!r} does not fit the target {target!r}: {problem}; train a head "
-                          "for this target (experiments/train_feature_head.py)")
-
-
-def is_built(spec: Any) -> bool:
-    """Whether a model_pair value names a model built from a config (a tiny pair's), not files."""
-    return isinstance(spec, str) and model_source(spec).built
-
-
-def _check_device(device: Any) -> None:
-    if device in (None, "auto"):
-        return
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ConfigError(f"model_pair.device={device!r} is not a torch device; use auto, cpu, cuda or cuda:N") \
-            from None
-    if dev.type == "cuda":
-        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if n == 0:
-            raise ConfigError(f"model_pair.device={device!r} but torch sees no CUDA device on this machine; use "
-                              "model_pair.device=auto (CUDA when there is one, else the CPU) or cpu")
-        if dev.index is not None and dev.index >= n:
-            raise ConfigError(f"model_pair.device={device!r} but torch sees {n} CUDA device(s): use cuda:0 to "
-                              f"cuda:{n - 1}, or auto")
-    elif dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError(f"model_pair.device={device!r} but MPS is not available here; use model_pair.device=auto")
-    elif dev.type not in ("cpu", "cuda", "mps"):
-        raise ConfigError(f"model_pair.device={device!r} is not supported; use auto, cpu, cuda or cuda:N")
-
-
 def _check_drafter(d: Mapping[str, Any]) -> None:
     for key in ("_target_", "name"):
         if not (isinstance(d.get(key), str) and d[key]):
@@ -247,16 +122,6 @@ def _check_drafter(d: Mapping[str, Any]) -> None:
         if is_int(defaults.get(key)) and not is_int(value):
             raise ConfigError(f"drafter.{key}={value!r} must be an integer, like its default {defaults[key]} "
                               "(not a bool, a fraction or a quoted number)")
-
-
-@functools.cache
-def drafter_defaults(conf_dir: Path = CONF_DIR) -> dict[str, dict[str, Any]]:
-    """{drafter `_target_`: its keys' values in conf/drafter/*.yaml}: the types a built-in drafter's keys take."""
-    out: dict[str, dict[str, Any]] = {}
-    for path in sorted((conf_dir / "drafter").glob("*.yaml")):
-        node = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-        out.setdefault(str(node.get("_target_")), {}).update(node)
-    return out
 
 
 def _check_logger(lg: Mapping[str, Any]) -> None:
@@ -307,94 +172,4 @@ def check_out_dir(out_dir: Any, key: str = "out_dir", must_write: bool = False) 
         raise ConfigError(f"{key}={out_dir!r} is not writable (cannot create files in {existing}){todo}; choose a "
                           "directory you can write to") from None
 
-
-# ---- keys added with `+` that no config group defines -------------------------------------------------------------
-
-
-def _schema_of(node: Any) -> dict | None:
-    """The key tree of a YAML node: a dict of sub-schemas for a mapping, None (any value) for anything else."""
-    return {str(k): _schema_of(v) for k, v in node.items()} if isinstance(node, Mapping) else None
-
-
-def _merge(schema: dict, other: dict) -> None:
-    for key, sub in other.items():
-        if key not in schema:
-            schema[key] = sub
-        elif isinstance(schema[key], dict) and isinstance(sub, dict):
-            _merge(schema[key], sub)
-        else:
-            schema[key] = None  # a mapping in one option, a plain value in another: accept any value
-
-
-@functools.cache
-def known_keys(conf_dir: Path = CONF_DIR) -> tuple[dict, dict[str, frozenset[str]], dict[str, tuple[str, ...]]]:
-    """(key tree of every config group, presets and config.yaml; drafter keys per `_target_`; drafter options per
-    drafter key)."""
-    schema: dict = {}
-    drafters: dict[str, set[str]] = {}
-    takers: dict[str, list[str]] = {}
-    for group in sorted(p for p in conf_dir.iterdir() if p.is_dir() and p.name not in ("hydra", "experiment")):
-        schema[group.name] = {}
-        for path in sorted(group.glob("*.yaml")):
-            node = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-            if group.name == "drafter":
-                drafters.setdefault(str(node.get("_target_")), set(DRAFTER_KEYS)).update(map(str, node))
-                for key in node:
-                    takers.setdefault(str(key), []).append(path.stem)
-            else:
-                _merge(schema[group.name], _schema_of(node) or {})
-    for path in [conf_dir / "config.yaml", *sorted((conf_dir / "experiment").glob("*.yaml"))]:
-        node = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-        _merge(schema, _schema_of({k: v for k, v in node.items() if k not in ("defaults", "hydra", "drafter")}))
-    schema["drafter"] = None  # checked per drafter class below
-    return schema, {t: frozenset(keys) for t, keys in drafters.items()}, {k: tuple(v) for k, v in takers.items()}
-
-
-def check_known_keys(conf: Mapping[str, Any]) -> None:
-    """Refuse a key no config group defines (a typo added with `+`), suggesting the closest known key."""
-    schema, drafters, takers = known_keys()
-    _walk(conf, schema, "", schema)
-    drafter = conf.get("drafter") or {}
-    allowed = drafters.get(str(drafter.get("_target_")))
-    if allowed is None:
-        return  # a user's drafter (hydra.searchpath): its YAML is the only schema, and rsd does not see it
-    for key in drafter:
-        if key not in allowed:
-            others = ", ".join(f"drafter={name}" for name in takers.get(key, ()))
-            raise _unknown(f"drafter.{key}", sorted(allowed), schema, f"drafter {drafter.get('name')!r} takes",
-                           f"; {key} is a key of {others}" if others else "")
-
-
-def _walk(node: Mapping[str, Any], schema: dict, prefix: str, root: dict) -> None:
-    for key, value in node.items():
-        if not prefix and key == "hydra":
-            continue
-        if key not in schema:
-            raise _unknown(prefix + key, sorted(schema), root, f"{prefix.rstrip('.') or 'top-level'} keys:")
-        if isinstance(schema[key], dict) and isinstance(value, Mapping):
-            _walk(value, schema[key], f"{prefix}{key}.", root)
-
-
-def _dotted(schema: dict, prefix: str = "") -> list[str]:
-    out = []
-    for key, sub in schema.items():
-        out.append(prefix + key)
-        if isinstance(sub, dict):
-            out += _dotted(sub, f"{prefix}{key}.")
-    return out
-
-
-def _unknown(path: str, siblings: list[str], root: dict, listing: str, hint: str = "") -> ConfigError:
-    leaf = path.rsplit(".", 1)[-1]
-    parent = path[: -len(leaf)]
-    # the same key in another group first (dataset.temperature -> sampling.temperature), else the closest sibling
-    elsewhere = [k for k in _dotted(root) if k.rsplit(".", 1)[-1] == leaf and k != path]
-    close = difflib.get_close_matches(leaf, siblings, n=1, cutoff=0.6)
-    guess = elsewhere[0] if elsewhere else parent + close[0] if close else None
-    return ConfigError(f"unknown config key {path}" + (f"; did you mean {guess}?" if guess else ";")
-                       + f" {listing} {', '.join(siblings)}{hint} (a key added with + must be one the config "
-                       "defines)")
-
-
-__all__ = ["check_known_keys", "check_out_dir", "drafter_defaults", "known_keys",
-           "validate_config"]
+__all__ = ["check_out_dir", "validate_config"]

@@ -1,6 +1,6 @@
 """Past the edge, config is read as typed fields, never out of a dict (as test_import_graph.py keeps cycles out).
 
-The config layer (config.py, validate.py and schema.py in rsd/harness/) turns Hydra's config into a RunConfig once.
+The config layer (config.py, validate*.py and schema.py in rsd/harness/) turns Hydra's config into a RunConfig once.
 In every other module of rsd/ (and analysis/calibration.py and analysis/load.py, which re-read a run's stored config
 through rsd.harness.schema's blocks) the AST must hold:
 
@@ -27,9 +27,10 @@ from helpers.runs import record, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
-CONFIG_LAYER = {"rsd/harness/config.py", "rsd/harness/validate.py", "rsd/harness/schema.py"}
-EDGE = {"rsd/harness/plan.py", "rsd/harness/preflight.py", "rsd/certify/cli.py", "rsd/certify/usefulness.py",
-        "rsd/models/embedded.py"}  # they compose a config, or load a YAML
+CONFIG_LAYER = {"rsd/harness/config.py", "rsd/harness/validate.py", "rsd/harness/validate_keys.py",
+                "rsd/harness/validate_pair.py", "rsd/harness/schema.py"}
+EDGE = {"rsd/harness/plan/compose.py", "rsd/harness/plan/memory.py", "rsd/harness/preflight.py", "rsd/certify/cli.py",
+        "rsd/certify/usefulness.py", "rsd/models/embedded.py"}  # they compose a config, or load a YAML
 GROUPS = ("sampling", "dataset", "model_pair", "budget", "logger")
 FRAME_COLUMNS = set(RUN_KEYS)  # analysis reads these as the run table's typed columns, which stored_setting fills
 

@@ -12,7 +12,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from helpers.config import CONF, ROOT, compose_cfg, run_cfg
-from rsd.harness.plan import build_plan, compose_jobs, format_plan, main, model_config
+from rsd.harness.plan.build import build_plan
+from rsd.harness.plan.compose import compose_jobs
+from rsd.harness.plan.memory import model_config
+from rsd.harness.plan.report import format_plan, main
 from rsd.models import pairs
 from rsd.models.embedded import ModelUnavailableError
 from rsd.models.source import model_source
@@ -175,8 +178,9 @@ def test_sweep_preflight_judges_memory_by_the_slurm_jobs_not_the_login_node(tmp_
     """On a login node (no GPU, 16 GB) the 131 GB pair fits the 2 x 80 GB GPUs each SLURM job requests; a CPU-only
     job is judged by its hydra.launcher.mem_gb. The models are missing here: RSD_SKIP_PREFLIGHT=models skips only that
     check, and `memory` skips only the fit, never the model check."""
-    monkeypatch.setattr("rsd.harness.plan.host_memory", lambda: 16e9)
-    monkeypatch.setattr("rsd.harness.plan.gpu_memory", lambda: (0, 80e9, "RSD_GPU_MEMORY_GB"))
+    monkeypatch.setattr("rsd.harness.plan.memory.host_memory", lambda: 16e9)
+    for module in ("memory", "build"):
+        monkeypatch.setattr(f"rsd.harness.plan.{module}.gpu_memory", lambda: (0, 80e9, "RSD_GPU_MEMORY_GB"))
     monkeypatch.setenv("RSD_SKIP_PREFLIGHT", "models,datasets")
     monkeypatch.setenv("PATH", f"{ROOT / 'tests' / 'fake_slurm'}{os.pathsep}{os.environ['PATH']}")  # a login node's
     launch_preflight(tmp_path, *OPT_66B, "hydra.launcher.gpus_per_node=2", "model_pair.device_map=auto")

@@ -9,7 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from helpers.config import CONF, ROOT
-from rsd.harness.plan import build_plan
+from rsd.harness.plan.build import build_plan
 from rsd.harness.preflight import PreflightOnSweepStart, search_path_override
 
 EXAMPLE = ROOT / "examples" / "topk_tree"
