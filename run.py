@@ -12,9 +12,9 @@ from omegaconf import DictConfig
 
 from rsd.errors import RsdError
 from rsd.harness.config import resolve_config
+from rsd.harness.files import StorageFullError
 from rsd.harness.preflight import refuse_job
 from rsd.harness.runner import format_table, run
-from rsd.harness.store import StorageFullError
 
 LOCAL_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"  # runs every job in this process
 

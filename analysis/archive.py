@@ -13,7 +13,7 @@ import io
 import tarfile
 from pathlib import Path
 
-from rsd.harness.store import write_bytes_atomic
+from rsd.harness.files import write_bytes_atomic
 
 SKIPPED_SUFFIXES = (".lock", ".tmp")
 

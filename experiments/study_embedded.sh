@@ -3,7 +3,7 @@
 # three built-in datasets at T = 1, the same grid at T = 0 on Dolly-style prompts, and the fixed-compute grid with
 # shapes selected on tuning prompts; then the report into docs/results/embedded-v1. Every sweep is resumable: rerun
 # to continue. RSD_WORKERS processes (default 2, one torch thread each) share each sweep: a run held by one is skipped
-# by the others (rsd.harness.store's run locks). Extra arguments go to every sweep. The finished runs' records ship in
+# by the others (rsd.harness.files's run locks). Extra arguments go to every sweep. The finished runs' records ship in
 # docs/results/embedded-v1/runs.tar.gz: `tar xzf docs/results/embedded-v1/runs.tar.gz -C results/study` restores
 # them, so a rerun resumes where they stop instead of decoding them again.
 set -euo pipefail

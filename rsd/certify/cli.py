@@ -28,7 +28,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 
-from rsd.certify.oracles import FALSE_ALARM
+from rsd.certify.chi_square import FALSE_ALARM
 from rsd.certify.suite import certify
 from rsd.certify.usefulness import USEFUL_PROMPTS, USEFUL_TOKENS
 from rsd.drafters.base import Drafter

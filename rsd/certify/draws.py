@@ -6,8 +6,9 @@ from dataclasses import asdict
 
 import torch
 
+from rsd.certify.chi_square import FALSE_ALARM, chi_square_test
 from rsd.certify.exact_engine import EnumeratedDraws
-from rsd.certify.oracles import FALSE_ALARM, chi_square_test, enumerate_outcomes
+from rsd.certify.outcomes import enumerate_outcomes
 from rsd.certify.report import Check
 from rsd.core.coins import RandomDraws
 

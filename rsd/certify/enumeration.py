@@ -9,13 +9,13 @@ from functools import partial
 import torch
 
 from rsd.certify.exact import EXACT_BOUND
-from rsd.certify.oracles import (
+from rsd.certify.outcomes import node_output_law
+from rsd.certify.prefix_laws import (
     LAW_KINDS,
     PrefixLaws,
     draft_chain,
     draft_iid_trie,
     draft_without_replacement,
-    node_output_law,
     tree_law_error,
 )
 from rsd.certify.report import Check

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 
 from rsd.certify.exact_engine import ContextTables, EnumeratedDraws, TableHeadLM, TableLM, target_law, total_variation
-from rsd.certify.oracles import NondeterministicExperiment, TooManyOutcomes, enumerate_outcomes
+from rsd.certify.outcomes import NondeterministicExperiment, TooManyOutcomes, enumerate_outcomes
 from rsd.certify.report import Check
 from rsd.core.coins import RandomDraws
 from rsd.core.draft_context import ModelDraftContext

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rsd.certify.oracles import ScriptedCoins, enumerate_outcomes
+from rsd.certify.outcomes import ScriptedCoins, enumerate_outcomes
 from rsd.core.sampling import SamplingParams, probs_from_logits
 
 TABLE_KINDS = ("close", "sparse", "far")

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from functools import cache
 
+from rsd.certify.chi_square import chi_square_power, chi_square_test, engine_monte_carlo
 from rsd.certify.exact import T1, engine_for
 from rsd.certify.exact_engine import ContextTables, TableLM, engine_law, target_law
-from rsd.certify.oracles import chi_square_power, chi_square_test, engine_monte_carlo
 from rsd.certify.report import Check
 from rsd.core.engine import Engine
 from rsd.core.sampling import SamplingParams, prompt_generator

@@ -2,7 +2,7 @@
 
 `Coins` serves verifiers (accept a candidate, draw a residual token); `Draws` serves drafters (one token, i.i.d.
 tokens, Gumbel-top-k, a stochastic beam search step). The engine's implementations draw from the prompt's
-torch.Generator; `rsd.certify.oracles` implements the same interfaces by enumerating every outcome with its exact
+torch.Generator; `rsd.certify.outcomes` implements the same interfaces by enumerating every outcome with its exact
 probability, so the exact oracle runs a drafter's own `build` and a verifier's own `verify`.
 """
 

@@ -5,7 +5,7 @@ node, `p` the exact draft distribution the candidates were drawn from, `candidat
 The law says: given candidates 1..j-1 were rejected, candidate j is accepted with probability
 `NodeLaw.accept_probs()[j]` = min(1, num[j] / den[j]); if every candidate is rejected, the emitted token is drawn
 from `residual`. Every acceptance probability is a deterministic function of (q, p, candidates), which is what
-lets the exact-enumeration oracle (rsd.certify.oracles) enumerate a rule without sampling.
+lets the exact-enumeration oracle (rsd.certify.outcomes) enumerate a rule without sampling.
 """
 
 from __future__ import annotations

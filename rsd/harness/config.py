@@ -20,6 +20,7 @@ from omegaconf.errors import InterpolationResolutionError
 from rsd.core.budgets import MAX_TREE_TOKENS, Budget, select_shapes, shape_tag
 from rsd.drafters.base import Drafter
 from rsd.errors import ConfigError, RsdError, one_line
+from rsd.harness.identity import identity_digest, join_inside
 from rsd.harness.schema import (
     Dataset,
     LoggerConfig,
@@ -29,7 +30,6 @@ from rsd.harness.schema import (
     budget_from,
     selection_from,
 )
-from rsd.harness.store import identity_digest, join_inside
 from rsd.harness.validate import validate_config
 from rsd.models.hardware import resolve_dtype
 from rsd.registry import DRAFTERS, RULES, VERIFIERS, lookup
@@ -122,7 +122,7 @@ def run_dir_for(out_dir: Path, identity: Mapping[str, Any], budget: Budget | Non
     """A stable, readable directory below `out_dir` for a run's `identity` (RunConfig.identity):
     pair/dataset/sampling/budget/method-shape-seed-hash.
 
-    Every component is sanitised (rsd.harness.store.safe_component), so no config value can lead outside `out_dir`.
+    Every component is sanitised (rsd.harness.identity.safe_component), so no config value can lead outside `out_dir`.
     """
     s = identity["sampling"]
     sampling = f"T{_g(s['temperature'])}-k{s['top_k']}-p{_g(s['top_p'])}-n{s['max_new_tokens']}"

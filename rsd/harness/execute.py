@@ -25,20 +25,19 @@ from rsd.core.metrics import corpus_score, task_score
 from rsd.core.sampling import prompt_generator
 from rsd.data import Example
 from rsd.harness.config import RunConfig
-from rsd.harness.logger import make_logger
-from rsd.harness.records import Record, Summary
-from rsd.harness.runs import RunPlan
-from rsd.harness.store import (
+from rsd.harness.files import (
     RunLock,
     append_record,
-    complete_summary,
     file_sha256,
-    scan_records,
     storage_full_is_one_line,
-    warn,
     write_json_atomic,
     write_records_atomic,
 )
+from rsd.harness.logger import make_logger
+from rsd.harness.records import Record
+from rsd.harness.runs import RunPlan
+from rsd.harness.store import complete_summary, scan_records, warn
+from rsd.harness.summary import Summary
 from rsd.models.hardware import cpu_flags
 from rsd.models.pairs import ModelPair
 

@@ -22,17 +22,11 @@ from rsd.core.metrics import metric_name
 from rsd.data import Example, load_examples
 from rsd.harness.config import RunConfig, Selection
 from rsd.harness.execute import execute
+from rsd.harness.files import RunLock, StorageFullError, write_json_atomic
 from rsd.harness.prompts import check_context, prepare_prompts
 from rsd.harness.runs import RunPlan, plan_runs, run_inputs
 from rsd.harness.selection import SELECTED_BY, prompt_mean_score, rank_shapes, split_tuning
-from rsd.harness.store import (
-    RunLock,
-    StorageFullError,
-    check_run_files,
-    complete_summary,
-    scan_records,
-    write_json_atomic,
-)
+from rsd.harness.store import check_run_files, complete_summary, scan_records
 from rsd.harness.validate import check_out_dir
 from rsd.models.pairs import ModelPair, load_pair, load_pair_tokenizer, pair_context_length
 

@@ -15,7 +15,7 @@ from typing import Any
 from rsd.data import Example
 from rsd.drafters.base import Drafter
 from rsd.harness.config import RunConfig, run_dir_for
-from rsd.harness.store import examples_digest, model_fingerprint
+from rsd.harness.identity import examples_digest, model_fingerprint
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The verifier plug-in: how one step's drafted tree is verified against the target laws (docs/algorithms.md#verifiers).
 
 All randomness of a verifier goes through a `Coins` object, so the same code runs in the engine (`RandomCoins`: the
-prompt's torch.Generator) and in the exact-enumeration oracle (rsd.certify.oracles: coins that enumerate every outcome
+prompt's torch.Generator) and in the exact-enumeration oracle (rsd.certify.outcomes: coins that enumerate every outcome
 with its probability). A verifier returns the accepted node indices (root excluded) and the emitted tokens, and gives
 the exact expected number of emitted tokens of a step (§10) without drawing anything. The built-in verifiers are also
 `ReportsRootAcceptance`: they give the exact probability that the first emitted token is a root candidate

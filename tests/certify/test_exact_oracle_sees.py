@@ -12,7 +12,7 @@ import torch
 import rsd.core.engine
 from rsd.certify import T1, engine_exact_check
 from rsd.certify.exact_engine import ContextTables, EnumeratedDraws, TableLM, engine_law, target_law, total_variation
-from rsd.certify.oracles import enumerate_outcomes
+from rsd.certify.outcomes import enumerate_outcomes
 from rsd.core.coins import RandomDraws
 from rsd.core.draft_context import ModelDraftContext, tree_inputs
 from rsd.core.engine import Engine

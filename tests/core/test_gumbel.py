@@ -3,7 +3,7 @@ parent's maximum under the truncated-Gumbel shift, and its best beam is an exact
 
 import torch
 
-from rsd.certify.oracles import chi_square_test
+from rsd.certify.chi_square import chi_square_test
 from rsd.core.gumbel import gumbel_topk, sbs_step, truncated_gumbel_shift
 
 P = torch.tensor([0.4, 0.25, 0.2, 0.1, 0.05], dtype=torch.float64)

@@ -12,14 +12,8 @@ import torch
 from scipy.optimize import linprog
 
 import rsd.core.optimum
-from rsd.certify.oracles import (
-    PrefixLaws,
-    draft_chain,
-    draft_iid_trie,
-    draft_without_replacement,
-    enumerate_outcomes,
-    target_rows,
-)
+from rsd.certify.outcomes import enumerate_outcomes
+from rsd.certify.prefix_laws import PrefixLaws, draft_chain, draft_iid_trie, draft_without_replacement, target_rows
 from rsd.core.engine import Engine
 from rsd.core.metrics import summarize_records
 from rsd.core.optimum import _log_elementary, iid_optimum, root_optimum, wor_optimum, wor_optimum_bounds

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rsd.certify import random_laws
-from rsd.certify.oracles import candidate_draws, node_output_law
+from rsd.certify.outcomes import candidate_draws, node_output_law
 from rsd.core.rules import kseq_rho, kseq_rule, onehot_rule, residual, rsd_rule, sd_rule, specinfer_rule
 
 CASES = [(vocab, m, seed) for vocab in (2, 5, 8) for m in (1, 2, 3, 4) for seed in range(3) if vocab ** m <= 1024]

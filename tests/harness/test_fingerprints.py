@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from rsd.harness.identity import model_fingerprint
 from rsd.harness.schema import ModelPairConfig
-from rsd.harness.store import model_fingerprint
 from rsd.models.embedded import SHIPPED_DRAFTS
 
 ROOT = Path(__file__).resolve().parents[2]

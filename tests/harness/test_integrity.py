@@ -22,9 +22,11 @@ from helpers.runs import DRAFT, TARGET, one, record, write_run
 from rsd.core.budgets import Budget, TooManyRunsError, factor_pairs, select_shapes
 from rsd.core.metrics import mbsu, summarize_records
 from rsd.drafters.recursive import RSDC
+from rsd.harness.files import file_sha256
+from rsd.harness.identity import model_fingerprint
 from rsd.harness.runner import format_table, run
 from rsd.harness.schema import ModelPairConfig
-from rsd.harness.store import complete_summary, file_sha256, model_fingerprint, record_problem, scan_records
+from rsd.harness.store import complete_summary, record_problem, scan_records
 
 R = DRAFT / TARGET
 

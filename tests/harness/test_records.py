@@ -1,5 +1,6 @@
-"""rsd.harness.records: the record and summary types, their versions, their one-line errors, the layout the runner
-writes, and every committed study's records and summaries reading as version 1."""
+"""rsd.harness.records and rsd.harness.summary: the record and summary types, their versions, their one-line errors
+(rsd.harness.fields), the layout the runner writes, and every committed study's records and summaries reading as
+version 1."""
 
 import json
 import tarfile
@@ -9,9 +10,11 @@ import pytest
 from helpers.config import ROOT, run_cfg
 from helpers.runs import record, write_run
 from rsd.core.metrics import summarize_records
-from rsd.harness.records import METRICS, SCHEMA_VERSION, Record, RecordError, Summary, SummaryError
+from rsd.harness.fields import SCHEMA_VERSION, RecordError, SummaryError
+from rsd.harness.records import Record
 from rsd.harness.runner import run
 from rsd.harness.store import summary_problem
+from rsd.harness.summary import METRICS, Summary
 
 # the keys the runner wrote before records had a version, in order (peak_gpu_memory_gb on CUDA only, after the
 # decode rate; prompt_tokens_before_truncation for cut prompts only, last): version 2 adds schema_version after them

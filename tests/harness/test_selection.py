@@ -68,8 +68,8 @@ def test_a_tuning_run_held_by_another_process_is_waited_for(tmp_path):
     """Two workers on one selection job: the one that finds a tuning run busy waits for it, then still runs the
     evaluation (giving up would leave the job without its evaluation run when both workers give up)."""
     from rsd.data import load_examples
+    from rsd.harness.files import RunLock
     from rsd.harness.runs import plan_runs, run_inputs
-    from rsd.harness.store import RunLock
 
     cfg = run_cfg("model_pair=tiny_llama", f"out_dir={tmp_path}", "sampling.max_new_tokens=6",
                   "dataset.num_prompts=2", "drafter=spectr", "budget=fixed_compute", "budget.target_tokens=4",

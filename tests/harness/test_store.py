@@ -19,11 +19,13 @@ from helpers.config import ROOT, run_cfg
 from helpers.runs import record
 from rsd.data import load_examples
 from rsd.errors import ConfigError
+from rsd.harness.files import RunLock
+from rsd.harness.identity import safe_component
 from rsd.harness.prompts import prepare_prompts
 from rsd.harness.runner import run
 from rsd.harness.runs import plan_runs, run_dir_for, run_inputs
 from rsd.harness.schema import Dataset
-from rsd.harness.store import RunLock, complete_summary, safe_component, scan_records
+from rsd.harness.store import complete_summary, scan_records
 from rsd.models.pairs import encode_prompt, load_pair_tokenizer
 from rsd.models.source import model_source
 from rsd.models.tiny import ByteTokenizer
@@ -50,7 +52,7 @@ def planned_dirs(*overrides: str) -> list[Path]:
 def hold_lock(run_dir: Path) -> subprocess.Popen:
     """Another process holding `run_dir`'s lock (until it is killed)."""
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys; sys.path.insert(0, sys.argv[2]); from pathlib import Path; from rsd.harness.store import RunLock; "
+        "import sys; sys.path.insert(0, sys.argv[2]); from pathlib import Path; from rsd.harness.files import RunLock; "
         "import time; lock = RunLock(Path(sys.argv[1])).__enter__(); print(lock.held, flush=True); time.sleep(120)"),
         str(run_dir), str(ROOT)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "True"

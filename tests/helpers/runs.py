@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from rsd.harness.records import Record, Summary
-from rsd.harness.store import file_sha256
+from rsd.harness.files import file_sha256
+from rsd.harness.records import Record
+from rsd.harness.summary import Summary
 
 TARGET, DRAFT = 1000, 100  # r = 0.1
 HOT = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "max_new_tokens": 8}

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from rsd.certify.oracles import expected_accepted
+from rsd.certify.outcomes import expected_accepted
 from rsd.core.engine import Engine
 from rsd.core.generation import Generation
 from rsd.core.sampling import SamplingParams, prompt_generator

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from helpers.trees import VOCAB, branching_tree, sequential_logits, tree_call_logits
-from rsd.certify.oracles import node_output_law
+from rsd.certify.outcomes import node_output_law
 from rsd.core.engine import Engine
 from rsd.core.generation import Generation
 from rsd.core.rules import RULES, get_rule

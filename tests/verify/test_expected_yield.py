@@ -8,15 +8,8 @@ import pytest
 import torch
 
 from helpers.trees import expected_yields
-from rsd.certify.oracles import (
-    PrefixLaws,
-    draft_chain,
-    draft_iid_trie,
-    draft_without_replacement,
-    enumerate_outcomes,
-    enumerated_yield,
-    target_rows,
-)
+from rsd.certify.outcomes import enumerate_outcomes, enumerated_yield
+from rsd.certify.prefix_laws import PrefixLaws, draft_chain, draft_iid_trie, draft_without_replacement, target_rows
 from rsd.core.engine import Engine
 from rsd.core.metrics import summarize_records
 from rsd.core.rules import get_rule

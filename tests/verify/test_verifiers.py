@@ -6,19 +6,18 @@ from functools import partial
 import pytest
 import torch
 
-import rsd.certify.oracles
+import rsd.certify.outcomes
 import rsd.core.rules
 import rsd.verify.walk
 from helpers.config import run_cfg
 from helpers.trees import traversal_with
-from rsd.certify.oracles import (
+from rsd.certify.outcomes import enumerate_outcomes, node_output_law
+from rsd.certify.prefix_laws import (
     LAW_KINDS,
     PrefixLaws,
     draft_chain,
     draft_iid_trie,
     draft_without_replacement,
-    enumerate_outcomes,
-    node_output_law,
     target_rows,
     tree_law_error,
 )
@@ -258,9 +257,9 @@ def test_wrong_residual_draw_in_verify_node_fails_both_oracles(monkeypatch):
                 return j, int(candidates[j])
         return -1, coins.draw(q)  # the bug: the target row instead of the residual
 
-    q, p = rsd.certify.oracles.PrefixLaws(5, 0).laws(())
+    q, p = PrefixLaws(5, 0).laws(())
     assert float((node_output_law("rsd", q, p, 2, "without_replacement") - q).abs().max()) <= EXACT
-    for module in (rsd.core.rules, rsd.certify.oracles, rsd.verify.walk):
+    for module in (rsd.core.rules, rsd.certify.outcomes, rsd.verify.walk):
         monkeypatch.setattr(module, "verify_node", buggy)
     assert float((node_output_law("rsd", q, p, 2, "without_replacement") - q).abs().max())
     assert fails(get_verifier("walk"), [RSDC22], "rsd")
@@ -333,7 +332,7 @@ def test_user_verifier_by_dotted_path():
     with pytest.raises(ConfigError, match="cannot be imported"):
         plan_runs(run_cfg("drafter=sd", "+drafter.verifier=no_such_pkg.Verifier"))
     with pytest.raises(ConfigError, match="is not a Verifier"):  # a plain callable has no expected yield
-        get_verifier("rsd.certify.oracles.draft_chain")
+        get_verifier("rsd.certify.prefix_laws.draft_chain")
 
 
 def test_specinfer_trie_with_traversal_runs_in_the_engine():

@@ -5,14 +5,8 @@ from functools import partial
 
 import pytest
 
-from rsd.certify.oracles import (
-    PrefixLaws,
-    draft_chain,
-    draft_iid_trie,
-    draft_without_replacement,
-    enumerate_outcomes,
-    target_rows,
-)
+from rsd.certify.outcomes import enumerate_outcomes
+from rsd.certify.prefix_laws import PrefixLaws, draft_chain, draft_iid_trie, draft_without_replacement, target_rows
 from rsd.core.rules import get_rule
 from rsd.verify.walk import Walk
 
