@@ -13,7 +13,7 @@ def test_gpu_paper_shapes_scaled_down(capsys):
     finally:
         sys.path.remove(str(BENCH))
     rows = gpu_paper_shapes.main(["--scale-down", "--prompts", "1", "--prompt-tokens", "16", "--max-new-tokens", "6",
-                                  "--shapes", "ar,sd L=4,rsd_s 3x4"])
+                                  "--shapes", "ar,sd L=4,rsd_s 3x4", "--static", "buffers"])
     printed = capsys.readouterr().out
     assert len(rows) == 6 and {r["pair"] for r in rows} == set(gpu_paper_shapes.PAIRS)
     for row in rows:

@@ -80,7 +80,7 @@ def tree_exact_error(drafter: Drafter, scheme: str, vocab: int = 3) -> tuple[flo
 def exact_check(drafter: Drafter) -> Check:
     """Exact enumeration through the engine's own verification code: every candidate draw and every coin of the
     node rule at one node (walk verifiers), and every drafted tiny tree with every coin of the drafter's verifier."""
-    scheme = getattr(drafter, "candidate_scheme", None)
+    scheme = drafter.candidate_scheme
     if scheme is None:
         return Check("exact enumeration", None, "not applicable: the drafter declares no candidate_scheme "
                      "(the Monte Carlo oracle still covers it)")

@@ -219,8 +219,9 @@ def check_plugin_drafter(drafter: Drafter, method: str, shape: Mapping[str, Any]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ConfigError(f"drafter {method!r} with shape {dict(shape)} has {attr}={value!r:.40}; it must be an "
                               f"integer >= 0 ({what})")
-    if getattr(drafter, "verifier", "walk") == "walk" and not callable(getattr(drafter, "rule", None)):
-        lookup(RULES, getattr(drafter, "rule", None), f"drafter {method!r}: its rule")
+    rule = getattr(drafter, "rule", None)  # required, with no default: a plug-in may lack it
+    if drafter.verifier == "walk" and not callable(rule):
+        lookup(RULES, rule, f"drafter {method!r}: its rule")
 
 
 __all__ = ["NON_IDENTITY_KEYS", "SHAPE_FILTER_KEYS", "Dataset", "DrafterConfig", "LoggerConfig", "ModelPairConfig",

@@ -28,7 +28,7 @@ from rsd.harness.config import RunConfig
 from rsd.harness.files import (
     RunLock,
     append_record,
-    file_sha256,
+    run_file_sha256,
     storage_full_is_one_line,
     write_json_atomic,
     write_records_atomic,
@@ -180,7 +180,7 @@ def _execute_owned(plan: RunPlan, pair: ModelPair, prompts: list[tuple[Example, 
         dataset=rc.dataset.name, task=task, sampling=asdict(rc.sampling), seed=rc.seed,
         target_params=pair.target_params, draft_params=pair.draft_params, records=ordered,
         accuracy=corpus_score(task, [r["text"] for r in ordered], [ex.reference for ex, _ in prompts]),
-        run_dir=str(plan.run_dir), config=plan.identity, records_sha256=file_sha256(records_path), extra=extra,
+        run_dir=str(plan.run_dir), config=plan.identity, records_sha256=run_file_sha256(records_path), extra=extra,
         # what this process spent on the run (warm-up, decoding, expected yields, scoring), for compute accounting;
         # a resumed run counts only its last part
         elapsed_s=time.perf_counter() - started).to_json()

@@ -115,13 +115,14 @@ def append_record(path: Path, record: Mapping[str, Any]) -> None:
         os.fsync(f.fileno())
 
 
-def file_sha256(path: Path) -> str | None:
-    """SHA-256 of a file's bytes (None if it does not exist)."""
+def run_file_sha256(path: Path) -> str | None:
+    """SHA-256 of a run file's bytes (None if it does not exist). Never memoised, unlike the models' file_sha256:
+    a run's records are rewritten in place, and a checksum must see every rewrite."""
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except FileNotFoundError:
         return None
 
 
-__all__ = ["FULL_ERRNOS", "RunLock", "StorageFullError", "append_record", "file_sha256", "storage_full_is_one_line",
+__all__ = ["FULL_ERRNOS", "RunLock", "StorageFullError", "append_record", "run_file_sha256", "storage_full_is_one_line",
            "write_bytes_atomic", "write_json_atomic", "write_records_atomic"]

@@ -23,7 +23,7 @@ from typing import Any
 from rsd.core.metrics import summarize_records
 from rsd.errors import RsdError
 from rsd.harness.fields import RecordError, SummaryError, nearly_equal
-from rsd.harness.files import file_sha256
+from rsd.harness.files import run_file_sha256
 from rsd.harness.kinds import is_number
 from rsd.harness.records import Record
 from rsd.harness.summary import Summary
@@ -131,7 +131,7 @@ def summary_problem(run_dir: Path, prompt_ids: Sequence[str] | None = None) -> t
     records, problems = scan_records(records_path, typed.prompt_ids)
     if problems:
         return None, problems[0]
-    if typed.records_sha256 != file_sha256(records_path):
+    if typed.records_sha256 != run_file_sha256(records_path):
         return None, f"{path}:1: its records checksum disagrees with {records_path}"
     if [r["prompt_id"] for r in records] != typed.prompt_ids:
         return None, f"{records_path}: its records are not one per prompt of {path}, in order"

@@ -22,7 +22,7 @@ from helpers.runs import DRAFT, TARGET, one, record, write_run
 from rsd.core.budgets import Budget, TooManyRunsError, factor_pairs, select_shapes
 from rsd.core.metrics import mbsu, summarize_records
 from rsd.drafters.recursive import RSDC
-from rsd.harness.files import file_sha256
+from rsd.harness.files import run_file_sha256
 from rsd.harness.identity import model_fingerprint
 from rsd.harness.runner import format_table, run
 from rsd.harness.schema import ModelPairConfig
@@ -338,6 +338,6 @@ def test_complete_summary_checks_the_checksum(tmp_path):
     run_dir = sd_run(tmp_path, "sd", [[1, 0]])
     with (run_dir / "records.jsonl").open("a") as f:
         f.write("\n")
-    assert file_sha256(run_dir / "records.jsonl") != json.loads((run_dir / "summary.json").read_text())[
+    assert run_file_sha256(run_dir / "records.jsonl") != json.loads((run_dir / "summary.json").read_text())[
         "records_sha256"]
     assert complete_summary(run_dir, ["p0"], quiet=True) is None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rsd.harness.files import file_sha256
+from rsd.harness.files import run_file_sha256
 from rsd.harness.records import Record
 from rsd.harness.summary import Summary
 
@@ -47,7 +47,7 @@ def write_run(root: Path, name: str, method: str, shape: dict, tag: str, budget:
             budget_value="-" if budget is None else TAG[budget] + str(x), model_pair=pair["name"] if pair else "pairA",
             dataset="dolly_builtin", task="instruction", sampling=sampling, seed=0, target_params=TARGET,
             draft_params=draft_params, records=records, accuracy=accuracy, run_dir=str(run_dir), config=config,
-            records_sha256=file_sha256(run_dir / "records.jsonl"), extra=extra)
+            records_sha256=run_file_sha256(run_dir / "records.jsonl"), extra=extra)
         (run_dir / "summary.json").write_text(json.dumps(summary.to_json()))
     return run_dir
 
