@@ -85,3 +85,37 @@ def test_conf_dir_is_defined_once_in_a_leaf():
     sources = {p: p.read_text() for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
     assert [p.relative_to(ROOT).as_posix() for p, text in sources.items()
             if "CONF_DIR =" in text or '/ "conf"' in text] == ["rsd/paths.py"]
+
+
+def layer(module: str) -> str:
+    """`analysis`, or the folder under rsd/ (core, drafters, verify, models, data, harness, certify) or the leaf."""
+    parts = module.split(".")
+    return "analysis" if parts[0] == "analysis" else (parts[1] if len(parts) > 1 else "rsd")
+
+
+# What each layer may not import: the algorithm (core, drafters, verify) knows nothing of the harness, certification,
+# datasets or analysis; the model and data plumbing read only the harness's typed config blocks (schema); the harness
+# never depends on certification; nothing in rsd/ depends on analysis.
+FORBIDDEN = {
+    **{algo: {"harness", "certify", "data", "analysis"} for algo in ("core", "drafters", "verify")},
+    **{plumbing: {"certify", "analysis"} for plumbing in ("models", "data")},
+    "harness": {"certify", "analysis"}, "certify": {"analysis"},
+}
+PLUMBING_READS = {"rsd.harness.schema"}
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets
+                  if layer(b) in FORBIDDEN.get(layer(a), ())
+                  or (layer(a) in ("models", "data") and layer(b) == "harness" and b not in PLUMBING_READS))
+
+
+def test_layers_import_downward():
+    assert layer_violations(import_graph()) == []
+
+
+def test_the_layer_check_sees_planted_upward_imports():
+    graph = import_graph()
+    graph["rsd.core.tree"] |= {"rsd.harness.store"}
+    graph["rsd.models.pairs"] |= {"rsd.harness.runner"}
+    assert layer_violations(graph) == ["rsd.core.tree -> rsd.harness.store", "rsd.models.pairs -> rsd.harness.runner"]
