@@ -31,9 +31,11 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from scipy import stats as sps
 
-from analysis.load import SETTING, SPEED, Tables
+from analysis.columns import SETTING, SPEED
+from analysis.load import Tables
 from analysis.names import KINDS, method_label, method_order, score_name, setting_title
-from analysis.stats import compare, rank_column
+from analysis.pairs import rank_column
+from analysis.stats import compare
 from analysis.tables import best_shapes, settings, token_rate_column
 
 COLORS = {"ar": "#3a3a3a", "pld": "#e377c2", "sd": "#1f77b4", "bv": "#17becf", "specinfer": "#ff7f0e",

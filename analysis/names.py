@@ -48,7 +48,7 @@ def pair_name(pair: str) -> str:
 
 
 def dataset_name(dataset: str) -> str:
-    """'dolly_builtin' -> 'Dolly-style prompts'; unknown ids unchanged; 'a+b' (pooled, analysis.stats) ->
+    """'dolly_builtin' -> 'Dolly-style prompts'; unknown ids unchanged; 'a+b' (pooled, analysis.pairs) ->
     'A + B (pooled)'."""
     if "+" in dataset:
         return " + ".join(DATASETS.get(d, d) for d in dataset.split("+")) + " (pooled)"
@@ -82,7 +82,7 @@ def setting_title(setting: Mapping[str, Any]) -> str:
 
     The draft model where the run's config names it (one pair name may be run with several drafts); the dtype only
     when it is not float32 (half-precision runs are their own setting); the prompt set
-    (analysis.load.prompt_set) where the setting has one; the acceptance dial's mix ('mix a = 0.6') where it is set.
+    (analysis.rows.prompt_set) where the setting has one; the acceptance dial's mix ('mix a = 0.6') where it is set.
     """
     dtype = setting.get("dtype", "float32")
     prompts = [setting["prompt_set"]] if setting.get("prompt_set") else []

@@ -33,11 +33,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.columns import SETTING
+from analysis.expectation import expectation_check
 from analysis.figures import figures, save
-from analysis.load import SETTING, Tables, load
+from analysis.load import Tables, load
 from analysis.names import KINDS, setting_title
-from analysis.stats import all_pairs, expectation_check, pairs_markdown, pooled_best, ranking_lines
-from analysis.tables import all_tables, best_shapes, compute_table, greedy_table, optimum_table, selection_table
+from analysis.pair_tables import pairs_markdown, ranking_lines
+from analysis.pairs import all_pairs, pooled_best
+from analysis.run_tables import compute_table, greedy_table, selection_table
+from analysis.tables import all_tables, best_shapes, optimum_table
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.load import AR_KEYS, load
+from analysis.columns import AR_KEYS
+from analysis.load import load
 from analysis.names import METHODS, method_label
 from analysis.stats import holm, paired
 

@@ -10,11 +10,14 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from analysis.columns import OPTIMUM
 from analysis.figures import figures
-from analysis.load import OPTIMUM, load, run_row
+from analysis.load import load
 from analysis.names import method_label, method_order
+from analysis.pair_tables import pairs_markdown
+from analysis.pairs import all_pairs
 from analysis.report import build_report
-from analysis.stats import all_pairs, pairs_markdown
+from analysis.rows import run_row
 from analysis.tables import all_tables, best_shapes, optimum_table
 from helpers.runs import one, record, section, write_run
 

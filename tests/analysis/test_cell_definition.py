@@ -11,7 +11,7 @@ import pytest
 from analysis.figures import figures
 from analysis.load import load
 from analysis.report import build_report
-from analysis.tables import selection_changes, selection_table
+from analysis.run_tables import selection_changes, selection_table
 from helpers.runs import one, record, write_run
 
 # SD L=2 on three prompts of very different lengths: the ratio of sums (run-level) differs from the prompt mean.

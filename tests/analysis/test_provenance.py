@@ -11,7 +11,7 @@ import pandas as pd
 
 from analysis.figures import figures
 from analysis.load import load
-from analysis.tables import compute_table
+from analysis.run_tables import compute_table
 from helpers.config import ROOT
 from helpers.runs import record, write_run
 from rsd.harness.execute import git_state

@@ -12,11 +12,16 @@ import pytest
 from matplotlib.collections import LineCollection
 from scipy import stats as sps
 
+from analysis.derived import first_divergence
+from analysis.expectation import expectation_check
 from analysis.figures import COLORS, figures
-from analysis.load import first_divergence, load
+from analysis.load import load
+from analysis.pair_tables import ranking_lines
+from analysis.pairs import all_pairs
 from analysis.report import build_report, main
-from analysis.stats import all_pairs, expectation_check, holm, paired, ranking_lines
-from analysis.tables import all_tables, best_shapes, compute_table
+from analysis.run_tables import compute_table
+from analysis.stats import holm, paired
+from analysis.tables import all_tables, best_shapes
 from helpers.runs import HOT, one, record, write_run
 
 N = 12  # prompts per run
@@ -439,7 +444,7 @@ def test_new_verifiers_have_their_own_colours():
 def test_ranking_line_uses_holm_p_and_falls_back_to_measured_be():
     import pandas as pd
 
-    from analysis.stats import ranking_line
+    from analysis.pair_tables import ranking_line
 
     best = pd.DataFrame({"method": ["sd", "rsd_s", "rsd_c"], "budget": ["fixed_length"] * 3,
                          "expected_block_efficiency": [1.5, 2.0, 1.9], "block_efficiency": [1.6, 1.7, 2.1]})

@@ -1,8 +1,8 @@
 """Past the edge, config is read as typed fields, never out of a dict (as test_import_graph.py keeps cycles out).
 
 The config layer (config.py, validate*.py and schema.py in rsd/harness/) turns Hydra's config into a RunConfig once.
-In every other module of rsd/ (and analysis/calibration.py and analysis/load.py, which re-read a run's stored config
-through rsd.harness.schema's blocks) the AST must hold:
+In every other module of rsd/ (and analysis/calibration.py and the loading modules LOADING, which re-read a run's
+stored config through rsd.harness.schema's blocks) the AST must hold:
 
 1. no subscript read `x["KEY"]` and no `x.get("KEY")` whose literal KEY is a config key: a key of a conf/ group's
    YAML (nested keys included), a group's name, or a key of conf/config.yaml, less the keys a stored summary or record
@@ -11,7 +11,7 @@ through rsd.harness.schema's blocks) the AST must hold:
 2. no read of `RunConfig.resolved` (Hydra's config as plain data, kept for the run identity and run.json only);
 3. no import of omegaconf, except in the edge modules that compose or load YAML themselves (EDGE).
 
-In analysis/, the run table's own columns (analysis.load.RUN_KEYS: `runs["mix"]`) are not config reads.
+In analysis/, the run table's own columns (analysis.columns.RUN_KEYS: `runs["mix"]`) are not config reads.
 rsd/drafters/ is left out of rule 1: a drafter's `shapes(budget, params)` reads its own constructor keywords (the
 plug-in contract), which resolve_config checks by building every shape.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from analysis.load import RUN_KEYS
+from analysis.columns import RUN_KEYS
 from helpers.runs import record, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +31,7 @@ CONFIG_LAYER = {"rsd/harness/config.py", "rsd/harness/validate.py", "rsd/harness
                 "rsd/harness/validate_pair.py", "rsd/harness/schema.py"}
 EDGE = {"rsd/harness/plan/compose.py", "rsd/harness/plan/memory.py", "rsd/harness/preflight.py", "rsd/certify/cli.py",
         "rsd/certify/usefulness.py", "rsd/models/embedded.py"}  # they compose a config, or load a YAML
+LOADING = ("columns.py", "derived.py", "load.py", "rows.py")  # analysis/: run directories -> tidy tables
 GROUPS = ("sampling", "dataset", "model_pair", "budget", "logger")
 FRAME_COLUMNS = set(RUN_KEYS)  # analysis reads these as the run table's typed columns, which stored_setting fills
 
@@ -58,7 +59,7 @@ def config_keys(tmp_path: Path) -> set[str]:
 
 
 def checked_modules() -> list[str]:
-    paths = sorted((ROOT / "rsd").rglob("*.py")) + [ROOT / "analysis" / n for n in ("calibration.py", "load.py")]
+    paths = sorted((ROOT / "rsd").rglob("*.py")) + [ROOT / "analysis" / n for n in ("calibration.py", *LOADING)]
     return [rel for rel in (str(p.relative_to(ROOT)) for p in paths) if rel not in CONFIG_LAYER]
 
 

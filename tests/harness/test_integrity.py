@@ -13,9 +13,13 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from analysis.load import SETTING, load
+from analysis.columns import SETTING
+from analysis.expectation import expectation_check
+from analysis.load import load
+from analysis.pair_tables import fmt_p, ranking_line
+from analysis.pairs import adjust
 from analysis.report import main
-from analysis.stats import adjust, compare, expectation_check, fmt_p, ranking_line
+from analysis.stats import compare
 from analysis.tables import all_tables, best_shapes
 from helpers.config import run_cfg
 from helpers.runs import DRAFT, TARGET, one, record, write_run
