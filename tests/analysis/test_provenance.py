@@ -75,7 +75,7 @@ def test_committed_runs_predate_the_flag_and_say_so():
 
 
 def test_study_script_defaults_reproduce_the_committed_study():
-    script = (ROOT / "experiments" / "study_v3.sh").read_text()
+    script = (ROOT / "experiments" / "study.sh").read_text()
     [default] = re.findall(r"RSD_RATES_PROMPTS:-(\d+)", script)
     rates = pd.read_csv(V3 / "rates" / "runs.csv")
     assert set(rates["prompts"]) == {int(default)}  # the committed rates pass decoded this many prompts per set

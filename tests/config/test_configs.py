@@ -98,14 +98,19 @@ def test_no_preset_leaves_the_repository_out_dir_unset():
 
 def test_experiment_scripts_exist_for_every_paper_preset():
     """A hub preset has its own script; each embedded study's presets are all run by its script
-    (experiments/study_embedded.sh: the first edition; experiments/study_v3.sh: the second)."""
+    (experiments/study_embedded.sh: the first edition; experiments/study.sh: the second, RSD_STUDY=v3, and the third,
+    RSD_STUDY=eagle, whose presets it names as study_${study}_KIND)."""
     experiments = Path(CONF).parent / "experiments"
     scripts = {p.stem for p in experiments.glob("fig_*.sh")}
     first = [p for p in PRESETS if p.startswith("fig_smollm2")]
-    second = [p for p in PRESETS if p.startswith("study_v3")]
     assert {p for p in PRESETS if p.startswith("fig_") and p not in first} == scripts
-    for study, script in ((first, "study_embedded.sh"), (second, "study_v3.sh")):
-        assert study and all(f"experiment={p}" in (experiments / script).read_text() for p in study)
+    assert first and all(f"experiment={p}" in (experiments / "study_embedded.sh").read_text() for p in first)
+    study = (experiments / "study.sh").read_text()
+    for edition in ("v3", "eagle"):
+        kinds = [p.removeprefix(f"study_{edition}_") for p in PRESETS if p.startswith(f"study_{edition}_")]
+        assert kinds and f"{edition})" in study
+        assert all(f"experiment=study_v3_{k}" in study if k == "dial" else f'experiment="study_${{study}}_{k}"' in study
+                   for k in kinds)
 
 
 def test_the_config_resolves_once_into_a_frozen_typed_object(tmp_path):

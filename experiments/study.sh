@@ -1,28 +1,38 @@
 #!/usr/bin/env bash
-# The second study on the embedded pair (docs/results/README.md): draft v3 in the dtype `auto` picks (bfloat16 on a
-# CPU with AVX512-BF16). Stages, in order (RSD_STAGES picks some, e.g. RSD_STAGES="fixed_length report"):
-#   fixed_length   L = 2..5, every built-in method + AR + PLD, T = 1, the three built-in sets, 48 prompts each
+# The embedded-pair studies (docs/results/README.md), resumable. RSD_STUDY picks the edition:
+#   v3     (default) the second: draft v3 in the dtype `auto` picks (bfloat16 on a CPU with AVX512-BF16), presets
+#          study_v3_*, report in docs/results/embedded-v3
+#   eagle  the third: the feature head (model_pair=smollm2_eagle) in float32, presets study_eagle_*, every method plus
+#          EAGLE-2's dynamic tree, report in docs/results/embedded-eagle
+# Stages, in order (RSD_STAGES picks some, e.g. RSD_STAGES="fixed_length report"):
+#   fixed_length   L = 2..5, every built-in method + AR + PLD (+ EAGLE-2), T = 1, the three built-in sets, 48 prompts
 #   fixed_compute  B = 6..30, depth <= 5, shapes selected on 8 tuning prompts per set (16 new tokens each)
 #   temperature    the fixed-length grid at T = 0.6 on the Dolly-style and XSum-style sets
-#   dial           the acceptance dial, a = 0..0.9, at L = 4 and at B = 14 (the tree methods with the shapes
-#                  fixed_compute selected on the Dolly-style set; SD, the baseline of the dial's figure, as L = 14)
+#   dial           (v3 only: a feature head cannot be mixed) the acceptance dial, a = 0..0.9, at L = 4 and at B = 14
+#                  (the tree methods with the shapes fixed_compute selected on the Dolly-style set; SD as L = 14)
 #   rates          token rates: the fixed-length grid again on the first RSD_RATES_PROMPTS (default 8, as the
-#                  committed pass) prompts of each set, in one process on an otherwise idle machine (its own out_dir;
-#                  run it alone, note `uptime`)
+#                  committed v3 pass) prompts of each set, in one process on an otherwise idle machine (its own
+#                  out_dir; run it alone, note `uptime`); eagle: at T = 1 and at T = 0
 #   archive        the records archives: one per budget directory, byte-identical when its runs did not change
-#   report         docs/results/embedded-v3 (and embedded-v3/rates), then the archives
+#   report         the edition's page (and its rates/ page), then the archives
 # Every sweep is resumable: rerun to continue. RSD_WORKERS processes (default 2, one torch thread each) share each
-# sweep through the run locks. Extra arguments go to every sweep. The runs' records ship in
-# docs/results/embedded-v3/runs/ (and rates/runs/): `python -m analysis.archive unpack docs/results/embedded-v3/runs
-# results/study` restores them, so a rerun decodes only what is missing.
+# sweep through the run locks. Extra arguments go to every sweep. The runs' records ship in $docs/runs/ (and
+# rates/runs/): `python -m analysis.archive unpack $docs/runs results/study` restores them, so a rerun decodes only
+# what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-stages=${RSD_STAGES:-fixed_length fixed_compute temperature dial rates report}
-rates_prompts=${RSD_RATES_PROMPTS:-8}  # the committed token-rate pass: 8 prompts per set
-docs=docs/results/embedded-v3
-out=results/study/embedded-v3
-echo "[study_v3] stages: $stages; RSD_WORKERS=${RSD_WORKERS:-2}; RSD_RATES_PROMPTS=$rates_prompts; extra arguments:" \
-  "${*:-none}"
+study=${RSD_STUDY:-v3}
+case "$study" in
+  v3) default_stages="fixed_length fixed_compute temperature dial rates report"; rates_temperatures="1.0" ;;
+  eagle) default_stages="fixed_length fixed_compute temperature rates report"; rates_temperatures="1.0 0.0" ;;
+  *) echo "unknown study '$study' (RSD_STUDY): use v3 or eagle" >&2; exit 2 ;;
+esac
+stages=${RSD_STAGES:-$default_stages}
+rates_prompts=${RSD_RATES_PROMPTS:-8}  # the committed v3 token-rate pass: 8 prompts per set
+docs=docs/results/embedded-$study
+out=results/study/embedded-$study
+echo "[study $study] stages: $stages; RSD_WORKERS=${RSD_WORKERS:-2}; RSD_RATES_PROMPTS=$rates_prompts; extra" \
+  "arguments: ${*:-none}"
 
 worker() { python run.py -m "$@"; }
 
@@ -51,17 +61,18 @@ for stage in $stages; do
   case "$stage" in
     fixed_length)
       for dataset in dolly_builtin xsum_builtin wmt_builtin; do
-        sweep experiment=study_v3_fixed_length dataset="$dataset" "$@"
+        sweep experiment="study_${study}_fixed_length" dataset="$dataset" "$@"
       done ;;
     fixed_compute)
       for dataset in dolly_builtin xsum_builtin wmt_builtin; do
-        sweep experiment=study_v3_fixed_compute dataset="$dataset" "$@"
+        sweep experiment="study_${study}_fixed_compute" dataset="$dataset" "$@"
       done ;;
     temperature)
       for dataset in dolly_builtin xsum_builtin; do
-        sweep experiment=study_v3_fixed_length dataset="$dataset" sampling.temperature=0.6 "$@"
+        sweep experiment="study_${study}_fixed_length" dataset="$dataset" sampling.temperature=0.6 "$@"
       done ;;
     dial)
+      [ "$study" = v3 ] || { echo "the dial stage is v3's (a feature head cannot be mixed with the target)" >&2; exit 2; }
       sweep experiment=study_v3_dial "$@"
       selected=$(selected_at_b14 | grep -E '^(specinfer|spectr|rsd_c|rsd_s) ' || true)
       [ -n "$selected" ] || { echo "dial at B = 14: run the fixed_compute stage first (no selected shapes)" >&2; exit 1; }
@@ -72,9 +83,11 @@ for stage in $stages; do
       done <<< "$selected" ;;
     rates)
       uptime
-      for dataset in dolly_builtin xsum_builtin wmt_builtin; do
-        RSD_WORKERS=1 sweep experiment=study_v3_fixed_length dataset="$dataset" \
-          dataset.num_prompts="$rates_prompts" out_dir="$out-rates" "$@"
+      for temperature in $rates_temperatures; do
+        for dataset in dolly_builtin xsum_builtin wmt_builtin; do
+          RSD_WORKERS=1 sweep experiment="study_${study}_fixed_length" dataset="$dataset" \
+            sampling.temperature="$temperature" dataset.num_prompts="$rates_prompts" out_dir="$out-rates" "$@"
+        done
       done
       uptime ;;
     archive)
