@@ -32,7 +32,12 @@ def _eighty_gb_gpus(monkeypatch):
     monkeypatch.setenv("RSD_GPU_MEMORY_GB", "80")
 
 
-@pytest.mark.parametrize("preset", PAPER)
+# Two presets (one per family and budget kind) in the default tier, every paper preset in the slow one.
+PLANNED_BY_DEFAULT = ("fig_opt_fixed_length", "fig_llama2_chat_fixed_compute")
+
+
+@pytest.mark.parametrize("preset", [p if p in PLANNED_BY_DEFAULT else pytest.param(p, marks=pytest.mark.slow)
+                                    for p in PAPER])
 def test_plan_of_every_paper_preset_marks_hub_models_missing(preset):
     plan = build_plan([f"experiment={preset}", "drafter=ar,sd"])  # every pair and dataset, two drafters
     text = format_plan(plan)
