@@ -115,6 +115,30 @@ def test_fast_composition_equals_hydra_compose():
         assert conf == OmegaConf.to_container(compose_cfg(*job), resolve=True)
 
 
+@pytest.mark.parametrize("overrides", [
+    ("drafter=rsd_c", "budget=fixed_compute", "budget.target_tokens=10", "+budget.shape=null"),
+    ("experiment=study_eagle_fixed_compute", "dataset=xsum_builtin", "sampling.temperature=0.6", "seed=3"),
+    ("model_pair=tiny_llama", "model_pair.tiny.seed=1", "+model_pair.tiny.num_layers=1", "dataset.num_prompts=2"),
+    ("drafter=sd", "logger=wandb", "logger.mode=disabled", "sampling.max_new_tokens=${dataset.num_prompts}"),
+])
+def test_the_tests_composition_equals_hydra_compose(overrides):
+    """tests/helpers' compose_cfg (groups composed, values applied after, as the pre-flight does) is Hydra's compose."""
+    from helpers.config import _composed
+
+    assert OmegaConf.to_container(compose_cfg(*overrides)) == OmegaConf.to_container(_composed(overrides))
+
+
+@pytest.mark.parametrize("bad", ["sampling.no_such_key=1", "+sampling.temperature=0.5"])
+def test_the_tests_composition_refuses_what_hydra_refuses(bad):
+    from hydra.errors import ConfigCompositionException
+
+    from helpers.config import _composed
+
+    for compose in (compose_cfg, lambda *o: _composed(o)):
+        with pytest.raises(ConfigCompositionException):
+            compose(bad)
+
+
 def test_model_status_sources(tmp_path, monkeypatch):
     assert model_source("tiny:llama").status()[0]
     assert model_source("embedded:smollm2-draft").status()[0]

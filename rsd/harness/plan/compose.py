@@ -36,6 +36,44 @@ def config_groups(parsed: list[Any]) -> set[str]:
     return {d.name for root in roots if root.is_dir() for d in root.iterdir() if d.is_dir()}
 
 
+def split_overrides(parsed: list[Any], groups: set[str]) -> tuple[tuple[str, ...], list[Any]]:
+    """(the overrides Hydra must compose: config groups and the search path; the plain value overrides, which Hydra
+    applies after composing the defaults, so `apply_values` can apply them to a copy). A delete (`~key`) is composed
+    by Hydra with all the others."""
+    if any(o.is_delete() for o in parsed):
+        return tuple(o.input_line for o in parsed), []
+    composed = tuple(o.input_line for o in parsed
+                     if o.key_or_group.split("/")[0] in groups or o.key_or_group == "hydra.searchpath")
+    values = [o for o in parsed if o.key_or_group.split("/")[0] not in groups and o.key_or_group != "hydra.searchpath"]
+    return composed, values
+
+
+def apply_values(cfg: Any, values: list[Any]) -> None:
+    """Apply value overrides (from `split_overrides`) to a composed config in place, by Hydra's own rules (its config
+    loader's override step): `+key` only where the key is absent or null (or the value is a dict or list), `++key`
+    anywhere, a plain `key` only where it exists; hydra.* values shape the launch, not the job's config."""
+    from hydra.errors import ConfigCompositionException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    for o in values:
+        key, value = o.key_or_group, o.value()
+        if key.startswith("hydra."):
+            continue
+        if o.is_add():
+            if OmegaConf.select(cfg, key, throw_on_missing=False) is not None and not isinstance(value, (dict, list)):
+                raise ConfigCompositionException(f"Could not append to config. An item is already at '{key}'.")
+            OmegaConf.update(cfg, key, value, merge=True, force_add=True)
+        elif o.is_force_add():
+            OmegaConf.update(cfg, key, value, merge=True, force_add=True)
+        else:
+            try:
+                OmegaConf.update(cfg, key, value, merge=True)
+            except (ConfigAttributeError, ConfigKeyError):
+                raise ConfigCompositionException(f"Could not override '{key}'. To append to your config use "
+                                                 f"+{o.input_line}") from None
+
+
 def compose_jobs(overrides: list[str]) -> tuple[list[list[str]], list[dict], dict]:
     """(jobs, each job's resolved config, the hydra section) for `run.py -m OVERRIDES`.
 
@@ -57,15 +95,10 @@ def compose_jobs(overrides: list[str]) -> tuple[list[list[str]], list[dict], dic
             full = compose(config_name="config", overrides=jobs[0] if jobs else overrides, return_hydra_config=True)
             hydra_cfg = OmegaConf.to_container(full.hydra, resolve=False)
             for job in jobs:
-                parsed = parser.parse_overrides(job)
-                fast = all(not o.is_delete() for o in parsed)
-                selection = tuple(o.input_line for o in parsed if not fast or o.key_or_group.split("/")[0] in groups
-                                  or o.key_or_group == "hydra.searchpath")  # where the groups' options are found
+                selection, values = split_overrides(parser.parse_overrides(job), groups)
                 if selection not in composed:
                     composed[selection] = compose(config_name="config", overrides=list(selection))
                 cfg = composed[selection].copy()
-                for o in parsed:  # hydra.* values shape the launch, not the job's config
-                    if fast and o.key_or_group.split("/")[0] not in groups and not o.key_or_group.startswith("hydra."):
-                        OmegaConf.update(cfg, o.key_or_group, o.value(), force_add=o.is_add() or o.is_force_add())
+                apply_values(cfg, values)
                 confs.append(OmegaConf.to_container(cfg, resolve=True))
     return jobs, confs, hydra_cfg
