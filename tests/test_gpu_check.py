@@ -26,6 +26,7 @@ def shapes_module():
     return gpu_paper_shapes
 
 
+@pytest.mark.slow  # ~13 s; tests/test_benchmarks.py runs the same benchmark scaled down in the default tier
 def test_cpu_smoke_writes_every_method_and_budget(tmp_path, shapes_module):
     env = {**os.environ, "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
     run = subprocess.run(["bash", str(BENCH / "gpu_check.sh"), "--cpu-smoke", str(tmp_path)], env=env,

@@ -60,6 +60,7 @@ def assert_both_sweeps_submitted(proc, sweeps, gpus):
     assert gpus == ["1", "2"]  # the 13B/30B pairs on one GPU, the 66B pairs on two
 
 
+@pytest.mark.slow  # ~25 s; the default tier composes and plans the README's SLURM command (tests/test_docs.py)
 def test_the_readme_slurm_line_passes_the_preflight_for_a_few_jobs(tmp_path):
     assert README_LINE in (ROOT / "README.md").read_text()
     assert_both_sweeps_submitted(*run_script(tmp_path, README_LINE, *FEW))

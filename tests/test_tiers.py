@@ -1,0 +1,32 @@
+"""The default tier's slow variants (tests/conftest.py SLOW_VARIANTS) name real tests, are marked slow, and each
+leaves at least one variant of its test in the default tier."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import SLOW_VARIANTS
+
+ROOT = Path(__file__).resolve().parent.parent
+# Collect the files of SLOW_VARIANTS once, in a fresh process, and print each test's id with whether it is marked slow.
+COLLECT = """
+import json, sys, pytest
+class Marks:
+    def pytest_collection_modifyitems(self, items):
+        self.marks = {i.nodeid: i.get_closest_marker("slow") is not None for i in items}
+marks = Marks()
+pytest.main(["--co", "-q", "-p", "no:xdist", "-m", "", *sys.argv[1:]], plugins=[marks])
+print("MARKS" + json.dumps(marks.marks))
+"""
+
+
+def test_every_slow_variant_is_a_test_and_leaves_a_default_variant():
+    files = sorted({v.split("::")[0] for v in SLOW_VARIANTS})
+    out = subprocess.run([sys.executable, "-c", COLLECT, *files], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    slow = json.loads(out[out.rindex("MARKS") + len("MARKS"):])
+    assert all(slow.get(v) for v in SLOW_VARIANTS), [v for v in SLOW_VARIANTS if not slow.get(v)]
+    for variant in SLOW_VARIANTS:
+        function = variant.split("[")[0]
+        assert any(not marked and test.split("[")[0] == function for test, marked in slow.items()), function
