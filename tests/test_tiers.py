@@ -1,12 +1,12 @@
-"""The default tier's slow variants (tests/conftest.py SLOW_VARIANTS) name real tests, are marked slow, and each
-leaves at least one variant of its test in the default tier."""
+"""The default tier's slow variants (helpers.tiers.SLOW_VARIANTS, marked by tests/conftest.py) name real tests, are
+marked slow, and each leaves at least one variant of its test in the default tier."""
 
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-from conftest import SLOW_VARIANTS
+from helpers.tiers import SLOW_VARIANTS
 
 ROOT = Path(__file__).resolve().parent.parent
 # Collect the files of SLOW_VARIANTS once, in a fresh process, and print each test's id with whether it is marked slow.
