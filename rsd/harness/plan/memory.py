@@ -82,6 +82,7 @@ def _count(config_json: str) -> int:
     config = AutoConfig.for_model(data.pop("model_type"), **data)
     with torch.device("meta"):  # shapes only: no memory, no weights
         model = AutoModelForCausalLM.from_config(config)
+    model.tie_weights()  # transformers 5.0 leaves a tied LM head untied after from_config (5.25 ties it)
     return sum(p.numel() for p in model.parameters())
 
 
