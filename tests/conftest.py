@@ -9,7 +9,8 @@ import time  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from helpers.tiers import SLOW_VARIANTS  # noqa: E402
+from helpers.cli import RunPy  # noqa: E402
+from helpers.tiers import COLLECTED_SLOW, SLOW_VARIANTS  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -19,6 +20,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.nodeid in SLOW_VARIANTS:
             item.add_marker(pytest.mark.slow)
+    config.stash[COLLECTED_SLOW] = {item.nodeid: item.get_closest_marker("slow") is not None for item in items}
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -33,3 +35,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def _deterministic_torch():
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture
+def run_py(capsys: pytest.CaptureFixture[str]) -> RunPy:
+    """`run_py(*ARGS, env=...)`: `python run.py ARGS` in the test process (helpers/cli.py)."""
+    return RunPy(capsys)

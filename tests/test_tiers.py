@@ -6,10 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers.tiers import SLOW_VARIANTS
+from helpers.tiers import COLLECTED_SLOW, SLOW_VARIANTS
 
 ROOT = Path(__file__).resolve().parent.parent
-# Collect the files of SLOW_VARIANTS once, in a fresh process, and print each test's id with whether it is marked slow.
+# Collect the files of SLOW_VARIANTS in a fresh process, and print each test's id with whether it is marked slow:
+# for a run that did not collect those files itself (e.g. `pytest tests/test_tiers.py`).
 COLLECT = """
 import json, sys, pytest
 class Marks:
@@ -21,11 +22,20 @@ print("MARKS" + json.dumps(marks.marks))
 """
 
 
-def test_every_slow_variant_is_a_test_and_leaves_a_default_variant():
+def collected_marks(request) -> dict[str, bool]:
+    """Test id -> marked slow, for every test of SLOW_VARIANTS' files: from this session's collection (before the -m
+    selection) when it holds those files, else from a fresh collection."""
     files = sorted({v.split("::")[0] for v in SLOW_VARIANTS})
+    seen = request.config.stash.get(COLLECTED_SLOW, {})
+    if all(any(test.startswith(f"{f}::") for test in seen) for f in files):
+        return seen
     out = subprocess.run([sys.executable, "-c", COLLECT, *files], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
-    slow = json.loads(out[out.rindex("MARKS") + len("MARKS"):])
+    return json.loads(out[out.rindex("MARKS") + len("MARKS"):])
+
+
+def test_every_slow_variant_is_a_test_and_leaves_a_default_variant(request):
+    slow = collected_marks(request)
     assert all(slow.get(v) for v in SLOW_VARIANTS), [v for v in SLOW_VARIANTS if not slow.get(v)]
     for variant in SLOW_VARIANTS:
         function = variant.split("[")[0]

@@ -20,12 +20,15 @@ On CUDA the compiled forwards are also captured as CUDA graphs (torch.compile's 
 from __future__ import annotations
 
 import inspect
+from typing import TYPE_CHECKING
 
 import torch
-from transformers import PretrainedConfig, PreTrainedModel
 
 from rsd.models.kv_cache import BufferLayer, KVCache, SlotLayer
 from rsd.models.spec import STATIC_MODES
+
+if TYPE_CHECKING:  # annotations only: importing transformers' model classes costs seconds at start-up
+    from transformers import PretrainedConfig, PreTrainedModel
 
 PAD_QS = (1, 2, 4, 8, 16, 32)  # a static forward pads its queries to one of these; a longer one runs at its own shape
 MIN_CAPACITY = 256

@@ -16,7 +16,6 @@ from rsd.models.feature_head.lm import HeadLM
 from rsd.models.source import pair_sources
 from rsd.models.source_contract import evict_except
 from rsd.models.tiny import ByteTokenizer
-from rsd.models.trimmed import output_width
 
 
 class TokenizerMismatchError(ConfigError):
@@ -90,6 +89,8 @@ def load_pair(cfg: ModelPairConfig, need_draft: bool = True) -> ModelPair:
         check_same_vocabulary(tok, draft.tokenizer(), cfg.target, cfg.draft)
     target_model = sources.target.load(cfg)
     draft_model = draft.load(cfg, target_model) if draft is not None else None
+    from rsd.models.trimmed import output_width  # not at the top: it imports transformers' model classes (seconds)
+
     widths = [output_width(target_model)]
     if draft_model is not None:
         widths.append(draft_model.vocab_size if isinstance(draft_model, HeadLM) else output_width(draft_model))

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, OPTConfig, OPTForCausalLM, PreTrainedModel
+
+if TYPE_CHECKING:
+    from transformers import LlamaConfig, LlamaForCausalLM, OPTConfig, OPTForCausalLM, PreTrainedModel
 
 from rsd.registry import TINY_MODELS, lookup
 
@@ -28,6 +32,8 @@ class ByteTokenizer:
 def llama(vocab_size: int, hidden_size: int, num_layers: int, init_std: float
           ) -> tuple[LlamaConfig, type[LlamaForCausalLM]]:
     """`tiny:llama`'s config and model class."""
+    from transformers import LlamaConfig, LlamaForCausalLM  # here, not at the top: model classes import slowly
+
     return LlamaConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
                        num_attention_heads=2, max_position_embeddings=CONTEXT_LENGTH,
                        intermediate_size=2 * hidden_size, num_key_value_heads=1, tie_word_embeddings=False,
@@ -37,6 +43,8 @@ def llama(vocab_size: int, hidden_size: int, num_layers: int, init_std: float
 def opt(vocab_size: int, hidden_size: int, num_layers: int, init_std: float
         ) -> tuple[OPTConfig, type[OPTForCausalLM]]:
     """`tiny:opt`'s config and model class."""
+    from transformers import OPTConfig, OPTForCausalLM
+
     return OPTConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
                      num_attention_heads=2, max_position_embeddings=CONTEXT_LENGTH, ffn_dim=2 * hidden_size,
                      word_embed_proj_dim=hidden_size, init_std=init_std, bos_token_id=0, eos_token_id=1,

@@ -1,7 +1,6 @@
 """The sweep's pre-flight composes with the sweep's own search path (a user's drafter from `hydra.searchpath`), and a
 pre-flight that cannot run stops the sweep with one line instead of Hydra's warning and an unchecked launch."""
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -54,22 +53,19 @@ def test_a_preflight_that_cannot_compose_stops_the_sweep_in_one_line(tmp_path, c
     assert "Could not find 'drafter/topk_tree'" in err[0] and "RSD_SKIP_PREFLIGHT=1" in err[0]
 
 
-def test_the_guides_sweep_runs_its_preflight(tmp_path):
+def test_the_guides_sweep_runs_its_preflight(tmp_path, monkeypatch, run_py):
     """docs/adding_a_drafter.md's sweep, on the tiny pair: pre-flight printed, no callback warning, every job run."""
-    proc = subprocess.run([sys.executable, "run.py", "-m", "drafter=ar,topk_tree", SEARCH, *TINY,
-                           f"out_dir={tmp_path / 'out'}"], cwd=ROOT, env=ENV, capture_output=True, text=True,
-                          timeout=300)
+    monkeypatch.syspath_prepend(str(EXAMPLE))  # the guide's PYTHONPATH
+    proc = run_py("-m", "drafter=ar,topk_tree", SEARCH, *TINY, f"out_dir={tmp_path / 'out'}", env=ENV)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "[rsd] pre-flight: 2 jobs, 2 runs planned" in proc.stdout
     assert "raised" not in proc.stderr and "UserWarning" not in proc.stderr
     assert proc.stdout.count("results: ") == 2
 
 
-def test_a_sweep_whose_preflight_cannot_run_launches_nothing(tmp_path):
-    proc = subprocess.run([sys.executable, "run.py", "-m", "drafter=ar,topk_tree", *TINY,
-                           f"hydra.searchpath=[file://{tmp_path / 'absent'}]", f"out_dir={tmp_path / 'out'}"],
-                          cwd=ROOT, env=ENV, capture_output=True, text=True,
-                          timeout=300)
+def test_a_sweep_whose_preflight_cannot_run_launches_nothing(tmp_path, run_py):
+    proc = run_py("-m", "drafter=ar,topk_tree", *TINY, f"hydra.searchpath=[file://{tmp_path / 'absent'}]",
+                  f"out_dir={tmp_path / 'out'}", env=ENV)
     assert proc.returncode == 2
     assert [line for line in proc.stderr.splitlines() if line.startswith("error:")] == [
         "error: the sweep's pre-flight could not run (MissingConfigException: In 'config': Could not find "

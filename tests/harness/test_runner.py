@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -126,13 +124,11 @@ def test_mismatched_tokenizers():
         check_same_vocabulary(Tok({"a": 0, "b": 1}), Tok({"a": 1, "b": 0}), "t", "d")
 
 
-def test_cli_prints_table_and_errors_cleanly(tmp_path):
+def test_cli_prints_table_and_errors_cleanly(tmp_path, run_py):
     """The table on success; a refused budget is a one-line RsdError raised before anything loads or is written,
     which run.py prints with exit status 2 (that path in a real process: test_cli_refusal_exits_2_with_one_line...)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    ok = subprocess.run([sys.executable, "run.py", "model_pair=tiny_opt", f"out_dir={tmp_path}", "drafter=rsd_c",
-                         "dataset.num_prompts=2", "sampling.max_new_tokens=8"], cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=300)
+    ok = run_py("model_pair=tiny_opt", f"out_dir={tmp_path}", "drafter=rsd_c", "dataset.num_prompts=2",
+                "sampling.max_new_tokens=8")
     assert ok.returncode == 0, ok.stderr
     assert "method" in ok.stdout and "rsd_c" in ok.stdout and "MBSU" in ok.stdout
     assert "declares a sweep" not in ok.stderr
@@ -142,12 +138,10 @@ def test_cli_prints_table_and_errors_cleanly(tmp_path):
     assert "\n" not in str(err.value) and not (tmp_path / "bad").exists()
 
 
-def test_a_sweep_preset_without_multirun_says_so(tmp_path):
+def test_a_sweep_preset_without_multirun_says_so(tmp_path, run_py):
     """`python run.py experiment=quickstart` (no -m) runs one job: it must say that the preset is a sweep."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    one = subprocess.run([sys.executable, "run.py", "experiment=quickstart", "model_pair=tiny_opt",
-                          f"out_dir={tmp_path}", "dataset.num_prompts=1", "sampling.max_new_tokens=4"], cwd=ROOT,
-                         env=env, capture_output=True, text=True, timeout=300)
+    one = run_py("experiment=quickstart", "model_pair=tiny_opt", f"out_dir={tmp_path}", "dataset.num_prompts=1",
+                 "sampling.max_new_tokens=4")
     assert one.returncode == 0, one.stderr
     assert "declares a sweep over" in one.stderr and "Add -m" in one.stderr
 

@@ -1,5 +1,10 @@
 """Which variants of default-tier tests run only in the slow tier (tests/conftest.py marks them)."""
 
+import pytest
+
+# Every test id this session collected -> marked slow, before the -m selection (tests/conftest.py, tests/test_tiers.py).
+COLLECTED_SLOW = pytest.StashKey[dict[str, bool]]()
+
 # Variants of default-tier tests that run only in the slow tier (-m slow), to keep the default run within its time
 # budget: every test listed here keeps other variants in the default tier (the cheapest, or the paper's method).
 SLOW_VARIANTS = frozenset({
