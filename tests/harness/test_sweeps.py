@@ -43,11 +43,11 @@ def only_run_dir(root: Path) -> Path:
 
 def test_sigkill_then_rerun_equals_uninterrupted_run(tmp_path, capsys):
     """A process killed mid-run, then the same job rerun (in this process: the rerun path is `run`, as run.py's)."""
-    reference = run(run_cfg(*TINY, f"out_dir={tmp_path / 'ref'}", "sampling.max_new_tokens=160"))[0]
+    reference = run(run_cfg(*TINY, f"out_dir={tmp_path / 'ref'}", "sampling.max_new_tokens=64"))[0]
     want = stable(read_records(Path(reference["run_dir"]) / "records.jsonl"))
 
     out = tmp_path / "killed"
-    proc = python_run(*TINY, f"out_dir={out}", "sampling.max_new_tokens=160")
+    proc = python_run(*TINY, f"out_dir={out}", "sampling.max_new_tokens=64")
     deadline = time.time() + 120
     while time.time() < deadline:
         recs = list(out.rglob("records.jsonl"))
@@ -62,7 +62,7 @@ def test_sigkill_then_rerun_equals_uninterrupted_run(tmp_path, capsys):
     assert 2 <= len(partial) < 6
 
     capsys.readouterr()
-    run(run_cfg(*TINY, f"out_dir={out}", "sampling.max_new_tokens=160"))
+    run(run_cfg(*TINY, f"out_dir={out}", "sampling.max_new_tokens=64"))
     assert "resuming" in capsys.readouterr().out
     got = stable(read_records(run_dir / "records.jsonl"))
     assert got == want  # every prompt once, identical to the uninterrupted run
@@ -71,46 +71,43 @@ def test_sigkill_then_rerun_equals_uninterrupted_run(tmp_path, capsys):
     assert summary["block_efficiency"] == reference["block_efficiency"]
 
 
-# `python run.py ARGS` with a disk that fills up while the second prompt's record is appended: half the line is
-# written, then the write fails with ENOSPC, as a real full disk fails it.
-FULL_DISK_RUN = """
-import errno, os, runpy, sys
-from pathlib import Path
-
 class FullDisk:
-    def __init__(self, f):
+    """A records file on a disk that fills up: half of each write lands, then it fails with ENOSPC, as a real full
+    disk fails it."""
+
+    def __init__(self, f) -> None:
         self.f = f
-    def __enter__(self):
+
+    def __enter__(self) -> "FullDisk":
         return self
-    def __exit__(self, *exc):
+
+    def __exit__(self, *exc) -> None:
         self.f.close()
-    def write(self, text):
+
+    def write(self, text: str) -> None:
         self.f.write(text[: len(text) // 2])
         self.f.flush()
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-real_open, appends = Path.open, []
 
-def open_(path, mode="r", *args, **kwargs):
-    f = real_open(path, mode, *args, **kwargs)
-    if path.name == "records.jsonl" and "a" in mode:
-        appends.append(path)
-        return FullDisk(f) if len(appends) > 1 else f
-    return f
-
-Path.open = open_
-sys.argv = ["run.py", *sys.argv[1:]]
-runpy.run_path("run.py", run_name="__main__")
-"""
-
-
-def test_a_full_disk_is_one_line_and_a_rerun_completes_the_run(tmp_path, capsys):
+def test_a_full_disk_is_one_line_and_a_rerun_completes_the_run(tmp_path, capsys, monkeypatch, run_py):
+    """`python run.py ARGS` with a disk that fills up while the second prompt's record is appended."""
     args = ["model_pair=tiny_llama", "dataset.num_prompts=2", "sampling.max_new_tokens=8", "drafter=sd"]
     reference = run(run_cfg(*args, f"out_dir={tmp_path / 'ref'}"))[0]
     want = stable(read_records(Path(reference["run_dir"]) / "records.jsonl"))
+    real_open, appends = Path.open, []
+
+    def open_(path, mode="r", *a, **kw):
+        f = real_open(path, mode, *a, **kw)
+        if path.name == "records.jsonl" and "a" in mode:
+            appends.append(path)
+            return FullDisk(f) if len(appends) > 1 else f
+        return f
+
     out = tmp_path / "full"
-    full = subprocess.run([sys.executable, "-c", FULL_DISK_RUN, *args, f"out_dir={out}"], cwd=ROOT, env=ENV,
-                          capture_output=True, text=True, timeout=300)
+    with monkeypatch.context() as patched:
+        patched.setattr(Path, "open", open_)
+        full = run_py(*args, f"out_dir={out}")
     assert full.returncode == 1, full.stderr
     errors = [line for line in full.stderr.splitlines() if not line.startswith("[rsd] ")]  # less progress lines
     assert len(errors) == 1, full.stderr
@@ -121,7 +118,7 @@ def test_a_full_disk_is_one_line_and_a_rerun_completes_the_run(tmp_path, capsys)
     assert len(read_records(records)) == 1  # the first prompt's record, intact
 
     capsys.readouterr()
-    run(run_cfg(*args, f"out_dir={out}"))  # the rerun, in this process
+    run(run_cfg(*args, f"out_dir={out}"))  # the rerun
     assert "resuming" in capsys.readouterr().out
     assert stable(read_records(records)) == want
 
