@@ -9,7 +9,7 @@ from typing import Any
 
 from rsd.harness.schema import ModelPairConfig
 from rsd.models.feature_head.config import FeatureHeadConfig, fit_problem, is_feature_head
-from rsd.models.feature_head.weights import head_lm
+from rsd.models.feature_head.weights import head_lm, head_num_params
 from rsd.models.source_contract import ModelSource
 
 
@@ -37,6 +37,10 @@ class FeatureHeadSource(ModelSource):
 
     def config(self) -> Any:
         return None
+
+    def num_params(self) -> int | None:
+        """The head's own parameters (its embedding and LM head are the target's), from feature_head.json alone."""
+        return None if self.missing() else head_num_params(FeatureHeadConfig.read(self.head_dir()))
 
     def head_dir(self) -> Path:
         """The directory holding feature_head.json and the weights (a shipped head's is checked to exist)."""

@@ -89,6 +89,10 @@ class ModelSource(ABC):
         except (OSError, ValueError, KeyError):
             return None  # a broken config.json: `status` reports the model as unavailable, with the reason
 
+    def num_params(self) -> int | None:
+        """Its parameter count, for a source whose `config` is not a transformers config (None: count from `config`)."""
+        return None
+
     def path(self) -> str:
         """What transformers loads from (the embedded target is converted here on first use)."""
         return self.spec

@@ -73,6 +73,20 @@ def test_quickstart_plan_says_everything_is_available(capsys):
     assert "token budget: at most 2,976 new tokens" in out  # 21 runs x 3 prompts x 32 tokens
 
 
+def test_a_feature_heads_parameters_come_from_its_own_files_and_count_in_the_pair(capsys):
+    """The shipped head has no transformers config: its count is its stored weights', and the pair's weights hold it."""
+    from rsd.models.feature_head.weights import load_head
+
+    assert main(["model_pair=smollm2_eagle", "drafter=eagle2"]) == 0
+    out = capsys.readouterr().out
+    stored = sum(v.numel() for v in load_head(ROOT / "rsd" / "assets" / "smollm2-eagle").state_dict().values())
+    assert f"{stored / 1e6:.1f}M params (its own files)" in out and "(unknown)" not in out
+    plan = build_plan(["model_pair=smollm2_eagle", "drafter=eagle2"])
+    target = plan.models["embedded:smollm2-135m-instruct"].params
+    [pair] = plan.pairs
+    assert pair.weights * 1e9 == pytest.approx((target + stored) * 4, rel=1e-12)  # float32
+
+
 def test_with_selection_the_token_budget_counts_tuning_and_evaluation_prompts():
     base = ["model_pair=tiny_llama", "drafter=spectr", "budget=fixed_compute", "budget.target_tokens=4",
             "dataset.num_prompts=5", "sampling.max_new_tokens=32"]

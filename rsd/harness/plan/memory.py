@@ -122,7 +122,7 @@ def estimate_pair(mp: ModelPairConfig, target: ModelInfo, draft: ModelInfo | Non
     models = [target] + ([draft] if draft is not None and draft.config is not None else [])
     context = min(int(getattr(m.config, "max_position_embeddings", 0) or 1 << 30) for m in models)
     tokens = context if prompt is None else min(context, prompt + generated + 1)
-    weights = sum(m.params for m in models if m.params) * nbytes
+    weights = (target.params + (draft.params or 0 if draft is not None else 0)) * nbytes  # a head's too
     kv = sum(kv_bytes_per_token(m.config, nbytes) for m in models) * tokens
     logits = tokens * target.config.vocab_size * 4  # the prefill's logits, made float32 by the sampling transform
     visible, per_gpu, source = gpu_memory()
@@ -146,4 +146,7 @@ def estimate_pair(mp: ModelPairConfig, target: ModelInfo, draft: ModelInfo | Non
 def model_info(source: ModelSource) -> ModelInfo:
     ok, where = source.status()
     config, facts_from = model_config(source)
-    return ModelInfo(source.spec, ok, where, count_params(config) if config is not None else None, facts_from, config)
+    params = count_params(config) if config is not None else source.num_params()
+    if config is None and params is not None:
+        facts_from = "its own files"
+    return ModelInfo(source.spec, ok, where, params, facts_from, config)

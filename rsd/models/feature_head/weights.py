@@ -39,6 +39,12 @@ def head_lm(path: Path, target: torch.nn.Module) -> HeadLM:
     return HeadLM(head, embed, lm)
 
 
+def head_num_params(cfg: FeatureHeadConfig) -> int:
+    """The parameters a head of this config trains and stores (built on the meta device: shapes only)."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in FeatureHead(cfg).parameters())
+
+
 def tiny_head_lm(target: torch.nn.Module, seed: int, feature_layers: tuple = ("last",)) -> HeadLM:
     """A deterministic random-weight head for a tiny target (the tests' and the Monte Carlo oracle's feature draft)."""
     torch.manual_seed(seed)
