@@ -14,6 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import pandas as pd
+
+from analysis.columns import SETTING
+from analysis.load import Tables
+from analysis.names import method_label
+
+POSITIONS = 5  # the longest fixed draft length of the studies
+
 
 def drafted_steps(record: Mapping[str, Any]) -> list[int]:
     """The accepted lengths of a record's drafting steps."""
@@ -50,18 +58,58 @@ def acceptance_summary(records: Iterable[Mapping[str, Any]], positions: int = 4)
                                                    / len(records) if records else None)}
 
 
-def acceptance_markdown(runs: Mapping[str, Iterable[Mapping[str, Any]]], positions: int = 4) -> str:
-    """A table, one row per labelled run: mean acceptance length, then per position the token-weighted rate with
-    the per-request rate in parentheses; the caption says which is which."""
-    head = ["method", "drafts", "mean acc. length"] + [f"pos {k}" for k in range(1, positions + 1)]
-    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
-    fmt = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
-    for label, records in runs.items():
-        s = acceptance_summary(records, positions)
-        cells = [f"{fmt(w)} ({fmt(p)})" for w, p in zip(s["rate_token_weighted"], s["rate_per_request"])]
-        lines.append(f"| {label} | {s['num_drafts']} | {fmt(s['mean_acceptance_length'])} "
-                     f"({fmt(s['mean_acceptance_length_per_request'])}) | " + " | ".join(cells) + " |")
+def acceptance_row(keys: Mapping[str, Any], records: Sequence[Mapping[str, Any]], depth: int) -> dict[str, Any]:
+    """`keys` plus one run's drafts, mean acceptance length and, per position 1..POSITIONS, its token-weighted,
+    per-request and conditional rate (None past the tree's `depth`: a position never drafted has no rate, not 0)."""
+    summary = acceptance_summary(records, POSITIONS)
+    row = {**keys, "num_drafts": summary["num_drafts"], "mean_acceptance_length": summary["mean_acceptance_length"],
+           "mean_acceptance_length_per_request": summary["mean_acceptance_length_per_request"]}
+    for k in range(POSITIONS):
+        for kind, key in (("token_weighted", "rate_token_weighted"), ("per_request", "rate_per_request"),
+                          ("conditional", "conditional")):
+            row[f"pos{k + 1}_{kind}"] = summary[key][k] if k < depth else None
+    return row
+
+
+def acceptance_frame(tables: Tables) -> pd.DataFrame:
+    """One acceptance_row per evaluated drafting run, from a report's step and prompt tables."""
+    rows = []
+    prompts = tables.prompts.set_index(["run_dir", "prompt_id"])
+    for run_dir, steps in tables.steps.groupby("run_dir", sort=True):
+        run = tables.runs[tables.runs["run_dir"] == run_dir].iloc[0]
+        if run["method"] == "ar" or run["selection_role"] == "tune":
+            continue
+        records = [{"accepted_lengths": s["accepted_length"].tolist(), "tokens_verified": s["tokens_verified"].tolist(),
+                    "target_calls": len(s), "new_tokens": int(prompts.loc[(run_dir, pid), "new_tokens"])}
+                   for pid, s in steps.groupby("prompt_id", sort=True)]
+        keys = {k: run[k] for k in (*SETTING, "seed", "budget", "x", "method", "shape_tag")}
+        rows.append(acceptance_row(keys, records, int(run["draft_length"])))
+    return pd.DataFrame(rows)
+
+
+def fmt(value: object) -> str:
+    return "–" if value is None or value == "" or pd.isna(value) else f"{float(value):.3f}"
+
+
+def acceptance_markdown(frame: pd.DataFrame) -> str:
+    """Per dataset, temperature and budget kind: a row per method and point with its acceptance by position."""
+    if frame.empty:
+        return "No drafting runs yet.\n"
+    out = []
+    for (dataset, temperature, budget), group in frame.groupby(["dataset", "temperature", "budget"], sort=True):
+        head = ["method", "point", "drafts", "mean acc. length"] + [f"pos {k}" for k in range(1, POSITIONS + 1)]
+        lines = [f"**{dataset}, T = {temperature}, {budget}**", "", "| " + " | ".join(head) + " |",
+                 "|---|---|" + "---:|" * (len(head) - 2)]
+        for _, r in group.sort_values(["x", "method", "shape_tag"], kind="stable").iterrows():
+            cells = [f"{fmt(r[f'pos{k}_token_weighted'])} ({fmt(r[f'pos{k}_per_request'])})"
+                     for k in range(1, POSITIONS + 1)]
+            lines.append(f"| {method_label(r['method'])} | {r['shape_tag']} | {int(r['num_drafts'])} | "
+                         f"{fmt(r['mean_acceptance_length'])} ({fmt(r['mean_acceptance_length_per_request'])}) | "
+                         + " | ".join(cells) + " |")
+        out.append("\n".join(lines))
     caption = ("Per-position acceptance = num_accepted_tokens_per_pos / num_drafts: the fraction of drafting steps "
-               "accepting at least k drafted tokens, token-weighted over all steps (per-request mean over prompts in "
-               "parentheses). Mean acceptance length = tokens per target call, pooled (per-request mean).")
-    return "\n".join(lines) + "\n\n" + caption + "\n"
+               "that accept at least k drafted tokens, token-weighted over every step of every prompt, with the "
+               "per-request mean over prompts in parentheses (– past the tree's depth). Mean acceptance length = "
+               "tokens per target call (block efficiency), pooled over prompts (per-request mean in parentheses). "
+               "The conditional rates (accepted at k among steps accepted at k − 1) are in acceptance.csv.")
+    return "\n\n".join(out) + "\n\n" + caption + "\n"

@@ -93,7 +93,11 @@ for stage in $stages; do
     archive)
       pack_records ;;
     report)
-      python -m analysis.report "$out" --out "$docs" --compact
+      if [ "$study" = eagle ]; then  # the third edition's page is generated whole (analysis/edition.py)
+        python -m analysis.edition "$out" --out "$docs"
+      else
+        python -m analysis.report "$out" --out "$docs" --compact
+      fi
       [ ! -d "$out-rates" ] || python -m analysis.report "$out-rates" --out "$docs/rates" --compact
       pack_records ;;
     *) echo "unknown stage '$stage' (RSD_STAGES): use fixed_length, fixed_compute, temperature, dial, rates, archive," \

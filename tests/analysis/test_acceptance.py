@@ -1,8 +1,9 @@
 """Per-position acceptance (vLLM's num_accepted_tokens_per_pos / num_drafts), token-weighted and per request."""
 
+import pandas as pd
 import pytest
 
-from analysis.acceptance import acceptance_markdown, acceptance_summary
+from analysis.acceptance import acceptance_markdown, acceptance_row, acceptance_summary
 from rsd.core.engine import Engine
 from rsd.core.sampling import SamplingParams, prompt_generator
 from rsd.drafters import SD
@@ -25,8 +26,11 @@ def test_hand_computed_rates():
     assert s["conditional"] == pytest.approx([3 / 4, 2 / 3, 1 / 2])
     assert s["mean_acceptance_length"] == pytest.approx((9 + 2) / 5)
     assert s["mean_acceptance_length_per_request"] == pytest.approx((9 / 4 + 2) / 2)
-    table = acceptance_markdown({"SD": runs}, positions=3)
-    assert "| SD | 4 | 2.200 (2.125) | 0.750 (0.833) | 0.500 (0.333) | 0.250 (0.167) |" in table
+    keys = {"dataset": "d", "temperature": 1.0, "budget": "fixed_length", "x": 3, "method": "sd", "shape_tag": "L3"}
+    row = acceptance_row(keys, runs, depth=3)
+    assert row["pos4_token_weighted"] is None and row["pos3_conditional"] == pytest.approx(1 / 2)
+    table = acceptance_markdown(pd.DataFrame([row]))
+    assert "| SD | L3 | 4 | 2.200 (2.125) | 0.750 (0.833) | 0.500 (0.333) | 0.250 (0.167) | – (–) | – (–) |" in table
 
 
 def test_mean_acceptance_length_is_one_plus_the_position_rates_on_an_engine_run():

@@ -1,0 +1,120 @@
+"""The paper's ordering questions, answered from a report's paired comparisons (analysis.pairs).
+
+The paper's claim at every budget point: RSD-S >= RSD-C >= SpecTr >= SpecInfer >= SD. Each adjacent pair of that
+order is one question, answered from the one best-shape comparison of the two methods at the point (its difference
+in the metric the pair table ranks by, the 95% CI of that paired difference and its Holm-adjusted p):
+- reproduced: the paper's higher method is ahead, significant after Holm (p_holm < 0.05);
+- reversed: it is behind, significant after Holm;
+- equal within ±0.05: not significant, and the whole CI lies within ±0.05 tokens per call (a bound, not a tie);
+- undecided: neither (more prompts would decide it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from analysis.columns import SETTING
+from analysis.names import method_label
+
+PAPER_ORDER = ("rsd_s", "rsd_c", "spectr", "specinfer", "sd")
+CLAIMS = tuple(zip(PAPER_ORDER, PAPER_ORDER[1:]))  # (higher, lower): the adjacent pairs of the paper's order
+ALPHA = 0.05
+BOUND = 0.05  # tokens per target call
+VERDICTS = ("reproduced", "reversed", "equal within ±0.05", "undecided")
+MINUS = "\u2212"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """higher - lower at one point: the paired difference, its 95% CI, the Holm-adjusted p and the prompts paired."""
+
+    higher: str
+    lower: str
+    diff: float
+    low: float
+    high: float
+    p_holm: float
+    n: int
+
+    @property
+    def verdict(self) -> str:
+        if self.p_holm < ALPHA:
+            return "reproduced" if self.diff > 0 else "reversed"
+        if -BOUND <= self.low and self.high <= BOUND:
+            return "equal within ±0.05"
+        return "undecided"
+
+
+def claim_answer(point: pd.DataFrame, higher: str, lower: str) -> Answer | None:
+    """The answer for `higher >= lower` from the best-shape comparison of the two at one point (None: not both ran)."""
+    rows = point[(point["kind"] == "best shape") & (((point["first"] == higher) & (point["second"] == lower))
+                                                   | ((point["first"] == lower) & (point["second"] == higher)))]
+    if rows.empty:
+        return None
+    [row] = [r for _, r in rows.iterrows()]
+    metric = row["ranked_by"]
+    sign = 1.0 if row["first"] == higher else -1.0  # a pair row puts the method ranked higher first
+    diff, low, high = (sign * float(row[f"{metric}_{k}"]) for k in ("diff", "low", "high"))
+    return Answer(higher, lower, diff, min(low, high), max(low, high), float(row[f"{metric}_p_holm"]),
+                  int(row[f"{metric}_n"]))
+
+
+def ordering_answers(pairs: pd.DataFrame, claims: Sequence[tuple[str, str]] = CLAIMS) -> pd.DataFrame:
+    """One row per setting, budget point, seed and claim that both methods ran: the Answer's fields, the metric and
+    the verdict."""
+    rows = []
+    for keys, point in pairs.groupby([*SETTING, "budget", "x", "seed"], sort=True, dropna=False):
+        for higher, lower in claims:
+            answer = claim_answer(point, higher, lower)
+            if answer is not None:
+                rows.append({**dict(zip([*SETTING, "budget", "x", "seed"], keys)), **answer.__dict__,
+                             "metric": point["ranked_by"].iloc[0], "verdict": answer.verdict})
+    return pd.DataFrame(rows)
+
+
+def signed(value: float, places: int = 3) -> str:
+    return f"{value:+.{places}f}".replace("-", MINUS)
+
+
+def answer_cell(row: pd.Series) -> str:
+    """'+0.031 (−0.012, +0.074), p = 0.41: undecided'."""
+    p = "p < 0.001" if row["p_holm"] < 0.001 else f"p = {row['p_holm']:.3f}"
+    return f"{signed(row['diff'])} ({signed(row['low'])}, {signed(row['high'])}), {p}: {row['verdict']}"
+
+
+def answers_markdown(answers: pd.DataFrame) -> str:
+    """Per setting and budget kind: one row per budget point, one column per claim of the paper's order."""
+    if answers.empty:
+        return "No point ran two adjacent methods of the paper's order.\n"
+    out = []
+    for keys, group in answers.groupby([*SETTING, "budget", "seed"], sort=True, dropna=False):
+        setting = dict(zip([*SETTING, "budget", "seed"], keys))
+        claims = [c for c in CLAIMS if ((group["higher"] == c[0]) & (group["lower"] == c[1])).any()]
+        head = ["point"] + [f"{method_label(h)} ≥ {method_label(lo)}" for h, lo in claims]
+        lines = [f"**{setting['dataset']}, T = {setting['temperature']}, {setting['budget']}, seed {setting['seed']}**"
+                 f" ({group['metric'].iloc[0]}, higher − lower, 95% CI, Holm p)", "",
+                 "| " + " | ".join(head) + " |", "|---|" + "---|" * len(claims)]
+        for x, at in group.groupby("x", sort=True):
+            cells = []
+            for h, lo in claims:
+                match = at[(at["higher"] == h) & (at["lower"] == lo)]
+                cells.append(answer_cell(match.iloc[0]) if len(match) else "–")
+            lines.append(f"| {'L' if setting['budget'] == 'fixed_length' else 'B'} = {x} | " + " | ".join(cells) + " |")
+        out.append("\n".join(lines))
+    return "\n\n".join(out) + "\n"
+
+
+def answers_sentence(answers: pd.DataFrame) -> str:
+    """How many of the paper's adjacent orderings each verdict got, per dataset, temperature and budget kind."""
+    if answers.empty:
+        return "No point ran two adjacent methods of the paper's order."
+    parts = []
+    for (dataset, temperature, budget), group in answers.groupby(["dataset", "temperature", "budget"], sort=True):
+        counts = group["verdict"].value_counts()
+        tally = ", ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS)
+        parts.append(f"{dataset} at T = {temperature}, {budget.replace('_', ' ')}: of {len(group)} adjacent "
+                     f"comparisons, {tally}")
+    return "; ".join(parts) + "."

@@ -1,0 +1,128 @@
+"""The third edition's page (docs/results/embedded-eagle): the report, its answers and per-position acceptance as
+CSV, and a README.md whose every comparison sentence and table is generated from those CSVs.
+
+    python -m analysis.edition RESULTS_DIR --out docs/results/embedded-eagle
+
+`page(out)` rebuilds README.md from the CSVs alone, so a test can check that the committed page says what the
+committed tables say (tests/analysis/test_edition.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.acceptance import acceptance_frame, acceptance_markdown
+from analysis.answers import CLAIMS, answer_cell, answers_markdown, answers_sentence, ordering_answers
+from analysis.names import method_label
+from analysis.report import build_report
+
+EAGLE = "eagle2"
+PAPER_METHODS = ("sd", "specinfer", "spectr", "rsd_c", "rsd_s")
+SETS = ("dolly_builtin", "xsum_builtin", "wmt_builtin")
+GRID = tuple([(d, 1.0, "fixed_length") for d in SETS] + [(d, 1.0, "fixed_compute") for d in SETS]
+             + [(d, 0.6, "fixed_length") for d in SETS[:2]])  # experiments/study.sh's stages (RSD_STUDY=eagle)
+
+
+def eagle_rows(pairs: pd.DataFrame) -> pd.DataFrame:
+    """EAGLE-2's tree against each paper method, as `ordering_answers` rows with EAGLE-2 as the higher side."""
+    return ordering_answers(pairs, [(EAGLE, m) for m in PAPER_METHODS]) if len(pairs) else pd.DataFrame()
+
+
+def eagle_markdown(rows: pd.DataFrame) -> str:
+    if rows.empty:
+        return "No point ran EAGLE-2's tree next to a paper method yet.\n"
+    out = []
+    for (dataset, temperature, budget), group in rows.groupby(["dataset", "temperature", "budget"], sort=True):
+        methods = [m for m in PAPER_METHODS if (group["lower"] == m).any()]
+        head = ["point"] + [f"EAGLE-2 − {method_label(m)}" for m in methods]
+        lines = [f"**{dataset}, T = {temperature}, {budget}** ({group['metric'].iloc[0]}, 95% CI, Holm p)", "",
+                 "| " + " | ".join(head) + " |", "|---|" + "---|" * len(methods)]
+        for x, at in group.groupby("x", sort=True):
+            cells = [answer_cell(at[at["lower"] == m].iloc[0]).replace("reproduced", "EAGLE-2 ahead")
+                     .replace("reversed", "EAGLE-2 behind") if (at["lower"] == m).any() else "–" for m in methods]
+            lines.append(f"| {'L' if budget == 'fixed_length' else 'B'} = {x} | " + " | ".join(cells) + " |")
+        out.append("\n".join(lines))
+    return "\n\n".join(out) + "\n"
+
+
+def read_csv(out: Path, name: str) -> pd.DataFrame:
+    path = out / name
+    return pd.read_csv(path, keep_default_na=False, na_values=[""]) if path.is_file() else pd.DataFrame()
+
+
+def page(out: Path) -> str:
+    """README.md of the edition in `out`, from its runs.csv, answers.csv, eagle.csv and acceptance.csv alone."""
+    runs, answers = read_csv(out, "runs.csv"), read_csv(out, "answers.csv")
+    eagle, acceptance = read_csv(out, "eagle.csv"), read_csv(out, "acceptance.csv")
+    claims = ", ".join(f"{method_label(h)} ≥ {method_label(lo)}" for h, lo in CLAIMS)
+    counts = "; ".join(f"{dataset}, T = {t}, {budget or 'AR'}: {len(g)}" for (dataset, t, budget), g in
+                       runs.fillna({"budget": ""}).groupby(["dataset", "temperature", "budget"], sort=True))
+    ran = set(zip(runs["dataset"], runs["temperature"].astype(float), runs["budget"])) if len(runs) else set()
+    missing = [f"{d} at T = {t}, {b.replace('_', ' ')}" for d, t, b in GRID if (d, t, b) not in ran]
+    status = (f"In progress: the study's grid (experiments/study.sh) has no complete run yet for {'; '.join(missing)}."
+              if missing else "Every part of the study's grid has complete runs.")
+    return "\n".join([
+        "# The third study: the embedded target with its feature head",
+        "",
+        status,
+        "",
+        f"Built from {len(runs)} complete runs ({counts or 'none yet'}; runs.csv). Every "
+        "comparison below is generated from the CSVs in this folder by `python -m analysis.edition` "
+        "(analysis/edition.py); tests/analysis/test_edition.py checks that this page is what they say.",
+        "",
+        "## The paper's orderings",
+        "",
+        f"The paper's order at every point, as adjacent claims: {claims}. Each is reproduced (ahead after Holm), "
+        "reversed (behind after Holm), equal within ±0.05 tokens per call (the 95% CI of the paired difference "
+        "inside ±0.05) or undecided. The CIs are per comparison; the p-values are Holm-adjusted over every pair of "
+        "methods at every point of the budget kind (analysis/pairs.py).",
+        "",
+        answers_sentence(answers),
+        "",
+        answers_markdown(answers),
+        "## EAGLE-2's dynamic tree against the paper's methods",
+        "",
+        eagle_markdown(eagle),
+        "## Per-position acceptance",
+        "",
+        acceptance_markdown(acceptance),
+        "## Regenerating and resuming",
+        "",
+        "The records of every run are in runs/ as archives. `python -m analysis.archive unpack "
+        "docs/results/embedded-eagle/runs results/study` restores them; `RSD_STUDY=eagle experiments/study.sh` "
+        "then decodes only what is missing of the study's grid (every stage) and regenerates this folder; "
+        "`python -m analysis.edition results/study/embedded-eagle --out docs/results/embedded-eagle` regenerates it "
+        "from the records alone.",
+        "",
+    ])
+
+
+def write_edition(results: Sequence[Path | str], out: Path) -> list[Path]:
+    """The report of `results` in `out` (compact), then answers.csv, eagle.csv, acceptance.csv and README.md."""
+    report = build_report(results, out, compact=True)
+    answers = ordering_answers(report.pairs) if len(report.pairs) else pd.DataFrame()
+    written = list(report.files)
+    for name, frame in (("answers.csv", answers), ("eagle.csv", eagle_rows(report.pairs)),
+                        ("acceptance.csv", acceptance_frame(report.tables))):
+        frame.to_csv(out / name, index=False)
+        written.append(out / name)
+    (out / "README.md").write_text(page(out))
+    return [*written, out / "README.md"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m analysis.edition", description=__doc__.split("\n")[0])
+    parser.add_argument("results", nargs="+", type=Path, help="results directories (e.g. results/study/embedded-eagle)")
+    parser.add_argument("--out", type=Path, required=True, help="the edition's folder")
+    args = parser.parse_args(argv)
+    files = write_edition(args.results, args.out)
+    print(f"edition ({len(files)} files): {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
