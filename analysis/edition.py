@@ -49,13 +49,22 @@ def eagle_markdown(rows: pd.DataFrame) -> str:
     return "\n\n".join(out) + "\n"
 
 
+def included(path: Path, absent: str) -> str:
+    """A generated markdown table of this folder, its own title dropped (the page gives the section), or `absent`."""
+    if not path.is_file():
+        return absent + "\n"
+    lines = path.read_text().splitlines()
+    return "\n".join(lines[1:] if lines and lines[0].startswith("# ") else lines).strip() + "\n"
+
+
 def read_csv(out: Path, name: str) -> pd.DataFrame:
     path = out / name
     return pd.read_csv(path, keep_default_na=False, na_values=[""]) if path.is_file() else pd.DataFrame()
 
 
 def page(out: Path) -> str:
-    """README.md of the edition in `out`, from its runs.csv, answers.csv, eagle.csv and acceptance.csv alone."""
+    """README.md of the edition in `out`, from its runs.csv, answers.csv, eagle.csv, acceptance.csv and the report's
+    expectation and token-rate tables alone."""
     runs, answers = read_csv(out, "runs.csv"), read_csv(out, "answers.csv")
     eagle, acceptance = read_csv(out, "eagle.csv"), read_csv(out, "acceptance.csv")
     claims = ", ".join(f"{method_label(h)} ≥ {method_label(lo)}" for h, lo in CLAIMS)
@@ -90,6 +99,15 @@ def page(out: Path) -> str:
         "## Per-position acceptance",
         "",
         acceptance_markdown(acceptance),
+        "## Measured against expected block efficiency",
+        "",
+        included(out / "table_expectation.md", "No drafting run records its exact expected yield yet."),
+        "## Token rates",
+        "",
+        included(out / "rates" / "table_token_rate_ratio.md",
+                 "The quiet single-process token-rate pass (the study's rates stage, at T = 1 and T = 0) has not run "
+                 "yet; the fixed-length runs above shared the machine with a second worker, so their timings are "
+                 "not compared."),
         "## Regenerating and resuming",
         "",
         "The records of every run are in runs/ as archives. `python -m analysis.archive unpack "
