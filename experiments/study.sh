@@ -8,6 +8,8 @@
 #   fixed_length   L = 2..5, every built-in method + AR + PLD (+ EAGLE-2), T = 1, the three built-in sets, 48 prompts
 #   fixed_compute  B = 6..30, depth <= 5, shapes selected on 8 tuning prompts per set (16 new tokens each)
 #   temperature    the fixed-length grid at T = 0.6 on the Dolly-style and XSum-style sets
+#   control        (eagle only) the v3 draft's fixed-length grid in float32 on the same prompts, into $out-control:
+#                  how much of each gap the draft makes
 #   dial           (v3 only: a feature head cannot be mixed) the acceptance dial, a = 0..0.9, at L = 4 and at B = 14
 #                  (the tree methods with the shapes fixed_compute selected on the Dolly-style set; SD as L = 14)
 #   rates          token rates: the fixed-length grid again on the first RSD_RATES_PROMPTS (default 8, as the
@@ -24,7 +26,7 @@ cd "$(dirname "$0")/.."
 study=${RSD_STUDY:-v3}
 case "$study" in
   v3) default_stages="fixed_length fixed_compute temperature dial rates report"; rates_temperatures="1.0" ;;
-  eagle) default_stages="fixed_length fixed_compute temperature rates report"; rates_temperatures="1.0 0.0" ;;
+  eagle) default_stages="fixed_length fixed_compute temperature control rates report"; rates_temperatures="1.0 0.0" ;;
   *) echo "unknown study '$study' (RSD_STUDY): use v3 or eagle" >&2; exit 2 ;;
 esac
 stages=${RSD_STAGES:-$default_stages}
@@ -55,6 +57,7 @@ PY
 pack_records() {
   python -m analysis.archive pack "$out" "$docs/runs"
   [ ! -d "$out-rates" ] || python -m analysis.archive pack "$out-rates" "$docs/rates/runs"
+  [ ! -d "$out-control" ] || python -m analysis.archive pack "$out-control" "$docs/control/runs"
 }
 
 for stage in $stages; do
@@ -70,6 +73,11 @@ for stage in $stages; do
     temperature)
       for dataset in dolly_builtin xsum_builtin; do
         sweep experiment="study_${study}_fixed_length" dataset="$dataset" sampling.temperature=0.6 "$@"
+      done ;;
+    control)
+      [ "$study" = eagle ] || { echo "the control stage is the third study's (RSD_STUDY=eagle)" >&2; exit 2; }
+      for dataset in dolly_builtin xsum_builtin wmt_builtin; do
+        sweep experiment=study_v3_fixed_length model_pair.dtype=float32 dataset="$dataset" out_dir="$out-control" "$@"
       done ;;
     dial)
       [ "$study" = v3 ] || { echo "the dial stage is v3's (a feature head cannot be mixed with the target)" >&2; exit 2; }
@@ -95,13 +103,14 @@ for stage in $stages; do
     report)
       if [ "$study" = eagle ]; then  # the third edition's page is generated whole (analysis/edition.py)
         python -m analysis.edition "$out" --out "$docs"
+        [ ! -d "$out-control" ] || python -m analysis.report "$out-control" --out "$docs/control" --compact
       else
         python -m analysis.report "$out" --out "$docs" --compact
       fi
       [ ! -d "$out-rates" ] || python -m analysis.report "$out-rates" --out "$docs/rates" --compact
       pack_records ;;
-    *) echo "unknown stage '$stage' (RSD_STAGES): use fixed_length, fixed_compute, temperature, dial, rates, archive," \
-         "report" >&2
+    *) echo "unknown stage '$stage' (RSD_STAGES): use fixed_length, fixed_compute, temperature, control, dial, rates," \
+         "archive, report" >&2
        exit 2 ;;
   esac
 done
