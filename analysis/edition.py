@@ -57,6 +57,11 @@ def included(path: Path, absent: str) -> str:
     return "\n".join(lines[1:] if lines and lines[0].startswith("# ") else lines).strip() + "\n"
 
 
+def first_paragraph(path: Path, absent: str) -> str:
+    """The generated summary sentence that opens a markdown table file of this folder, or `absent`."""
+    return (path.read_text().split("\n\n")[0].strip() if path.is_file() else absent) + "\n"
+
+
 def read_csv(out: Path, name: str) -> pd.DataFrame:
     path = out / name
     return pd.read_csv(path, keep_default_na=False, na_values=[""]) if path.is_file() else pd.DataFrame()
@@ -99,6 +104,10 @@ def page(out: Path) -> str:
         "## Per-position acceptance",
         "",
         acceptance_markdown(acceptance),
+        "## Shape selection at fixed target compute",
+        "",
+        first_paragraph(out / "table_selection.md", "No fixed-compute tuning runs yet.")
+        + ("(every tuning run's scores: table_selection.md)\n" if (out / "table_selection.md").is_file() else ""),
         "## Measured against expected block efficiency",
         "",
         included(out / "table_expectation.md", "No drafting run records its exact expected yield yet."),
