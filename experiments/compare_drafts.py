@@ -14,7 +14,8 @@ import math
 from pathlib import Path
 
 import torch
-from train_draft import answer_acceptance, load_target
+from draft_training.evaluate import answer_acceptance
+from draft_training.teacher import load_target
 
 
 @torch.inference_mode()

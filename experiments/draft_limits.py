@@ -24,7 +24,9 @@ import random
 from pathlib import Path
 
 import torch
-from train_draft import answer_acceptance, draft_answer_logp, load_target
+from draft_training.distill import draft_answer_logp
+from draft_training.evaluate import answer_acceptance
+from draft_training.teacher import load_target
 
 from rsd.models.embedded import cache_root
 

@@ -2,6 +2,7 @@
 budget and writes its report; the sync counter counts what a GPU would wait for; an incompatible transformers is
 refused in one line."""
 
+import importlib
 import json
 import os
 import subprocess
@@ -16,14 +17,23 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks"
 
 
-@pytest.fixture(scope="module")
-def shapes_module():
+def bench_module(name: str):
+    """A benchmarks/ module, imported as the scripts import each other (benchmarks/ on sys.path)."""
     sys.path.insert(0, str(BENCH))
     try:
-        import gpu_paper_shapes
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(BENCH))
-    return gpu_paper_shapes
+
+
+@pytest.fixture(scope="module")
+def shapes_module():
+    return bench_module("gpu_paper_shapes")
+
+
+@pytest.fixture(scope="module")
+def measure_module():
+    return bench_module("paper_shapes_measure")
 
 
 @pytest.mark.slow  # ~13 s; tests/test_benchmarks.py runs the same benchmark scaled down in the default tier
@@ -63,9 +73,9 @@ def test_full_size_without_cuda_is_refused_in_one_line(shapes_module, monkeypatc
         shapes_module.main([])
 
 
-def test_sync_counter_counts_host_reads_of_the_device_only(shapes_module):
+def test_sync_counter_counts_host_reads_of_the_device_only(measure_module):
     x = torch.arange(5)
-    with shapes_module.SyncCounter(torch.device("cpu")) as counter:
+    with measure_module.SyncCounter(torch.device("cpu")) as counter:
         counter.active = True
         x.tolist(), x[0].item(), bool(x[1]), float(x[2]), int(x[3]), x.nonzero(), x + 1
         counter.in_forward = 1
@@ -73,18 +83,18 @@ def test_sync_counter_counts_host_reads_of_the_device_only(shapes_module):
         counter.active = False
         x.tolist()
     assert counter.counts == {"syncs_engine": 6, "syncs_forward": 1}
-    with shapes_module.SyncCounter(torch.device("cuda")) as counter:  # a CPU tensor never waits for a GPU
+    with measure_module.SyncCounter(torch.device("cuda")) as counter:  # a CPU tensor never waits for a GPU
         counter.active = True
         x.tolist(), x.cpu()
     assert counter.counts == {"syncs_engine": 0, "syncs_forward": 0}
 
 
-def test_a_forward_that_ignores_the_cache_is_refused(shapes_module, monkeypatch):
+def test_a_forward_that_ignores_the_cache_is_refused(measure_module, monkeypatch):
     from rsd.models.adapter import CausalLM
 
     monkeypatch.setattr(CausalLM, "forward", lambda self, tokens, positions, attend, last=0: None)
     with pytest.raises(SystemExit, match="cannot run rsd's forward .*left 0 of 4 tokens"):
-        shapes_module.check_forward(torch.float32)
+        measure_module.check_forward(torch.float32)
 
 
 class _Probe(torch.nn.Module):
@@ -110,7 +120,7 @@ class _FakeEngine:
             self.step(prompt, gen, None, max_depth)
 
 
-def test_syncs_per_step_counts_full_depth_steps_and_splits_forwards(shapes_module):
+def test_syncs_per_step_counts_full_depth_steps_and_splits_forwards(measure_module):
     engine = _FakeEngine()
-    assert shapes_module.syncs_per_step(engine, [1], 1) == {"syncs_engine": 4.0, "syncs_forward": 1.0}
+    assert measure_module.syncs_per_step(engine, [1], 1) == {"syncs_engine": 4.0, "syncs_forward": 1.0}
     assert "step" not in vars(engine) and not engine.target.model._forward_pre_hooks  # instrumentation removed
