@@ -19,6 +19,8 @@ from analysis.acceptance import acceptance_frame, acceptance_markdown
 from analysis.answers import CLAIMS, answer_cell, answers_markdown, answers_sentence, ordering_answers
 from analysis.names import method_label
 from analysis.report import build_report
+from analysis.tables import best_shapes
+from analysis.trend import trend_markdown, trend_rows
 
 EAGLE = "eagle2"
 PAPER_METHODS = ("sd", "specinfer", "spectr", "rsd_c", "rsd_s")
@@ -64,12 +66,15 @@ def first_paragraph(path: Path, absent: str) -> str:
 
 def read_csv(out: Path, name: str) -> pd.DataFrame:
     path = out / name
-    return pd.read_csv(path, keep_default_na=False, na_values=[""]) if path.is_file() else pd.DataFrame()
+    try:
+        return pd.read_csv(path, keep_default_na=False, na_values=[""])
+    except (FileNotFoundError, pd.errors.EmptyDataError):  # not written, or written with no rows yet
+        return pd.DataFrame()
 
 
 def page(out: Path) -> str:
-    """README.md of the edition in `out`, from its runs.csv, answers.csv, eagle.csv, acceptance.csv and the report's
-    expectation and token-rate tables alone."""
+    """README.md of the edition in `out`, from its runs.csv, answers.csv, trend.csv, eagle.csv, acceptance.csv and
+    the report's expectation, selection and token-rate tables alone."""
     runs, answers = read_csv(out, "runs.csv"), read_csv(out, "answers.csv")
     eagle, acceptance = read_csv(out, "eagle.csv"), read_csv(out, "acceptance.csv")
     claims = ", ".join(f"{method_label(h)} ≥ {method_label(lo)}" for h, lo in CLAIMS)
@@ -98,6 +103,9 @@ def page(out: Path) -> str:
         answers_sentence(answers),
         "",
         answers_markdown(answers),
+        "## At fixed target compute: does RSD's lead over SpecTr grow with B?",
+        "",
+        trend_markdown(read_csv(out, "trend.csv")),
         "## EAGLE-2's dynamic tree against the paper's methods",
         "",
         eagle_markdown(eagle),
@@ -129,11 +137,13 @@ def page(out: Path) -> str:
 
 
 def write_edition(results: Sequence[Path | str], out: Path) -> list[Path]:
-    """The report of `results` in `out` (compact), then answers.csv, eagle.csv, acceptance.csv and README.md."""
+    """The report of `results` in `out` (compact), then answers.csv, trend.csv, eagle.csv, acceptance.csv and
+    README.md."""
     report = build_report(results, out, compact=True)
     answers = ordering_answers(report.pairs) if len(report.pairs) else pd.DataFrame()
     written = list(report.files)
-    for name, frame in (("answers.csv", answers), ("eagle.csv", eagle_rows(report.pairs)),
+    trend = trend_rows(best_shapes(report.tables.runs, report.tables.prompts, errors=False), report.tables.prompts)
+    for name, frame in (("answers.csv", answers), ("eagle.csv", eagle_rows(report.pairs)), ("trend.csv", trend),
                         ("acceptance.csv", acceptance_frame(report.tables))):
         frame.to_csv(out / name, index=False)
         written.append(out / name)
