@@ -58,8 +58,6 @@ from feature_head_training.train import stage_train
 
 from rsd.models.embedded import cache_root
 
-ASSET_DIR = Path(__file__).resolve().parent.parent / "rsd" / "assets" / "smollm2-eagle"
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

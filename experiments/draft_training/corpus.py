@@ -88,7 +88,6 @@ GERMAN_TAILS = [
     " Eine Entscheidung soll noch in diesem Monat fallen.", " Anwohner hatten sich seit Jahren darüber beschwert.",
     " Weitere Einzelheiten wurden zunächst nicht bekannt.",
 ]
-STYLES = ("dolly", "xsum", "wmt")
 
 
 def german_text(rng: random.Random) -> str:
