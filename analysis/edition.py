@@ -17,6 +17,8 @@ import pandas as pd
 
 from analysis.acceptance import acceptance_frame, acceptance_markdown
 from analysis.answers import CLAIMS, answer_cell, answers_markdown, answers_sentence, ordering_answers
+from analysis.control import control_markdown, control_rows
+from analysis.load import load
 from analysis.names import method_label
 from analysis.report import build_report
 from analysis.tables import best_shapes
@@ -73,8 +75,8 @@ def read_csv(out: Path, name: str) -> pd.DataFrame:
 
 
 def page(out: Path) -> str:
-    """README.md of the edition in `out`, from its runs.csv, answers.csv, trend.csv, eagle.csv, acceptance.csv and
-    the report's expectation, selection and token-rate tables alone."""
+    """README.md of the edition in `out`, from its runs.csv, answers.csv, trend.csv, eagle.csv, control.csv,
+    acceptance.csv and the report's expectation, selection and token-rate tables alone."""
     runs, answers = read_csv(out, "runs.csv"), read_csv(out, "answers.csv")
     eagle, acceptance = read_csv(out, "eagle.csv"), read_csv(out, "acceptance.csv")
     claims = ", ".join(f"{method_label(h)} ≥ {method_label(lo)}" for h, lo in CLAIMS)
@@ -108,7 +110,14 @@ def page(out: Path) -> str:
         trend_markdown(read_csv(out, "trend.csv")),
         "## EAGLE-2's dynamic tree against the paper's methods",
         "",
+        "At a fixed draft length L, EAGLE-2's tree keeps N = 3L of its candidates (its shape tag kxLxN), as many "
+        "nodes as the three-candidate trees of SpecInfer, SpecTr, RSD-C, TV and RSD-S, and SD's chain has L; at "
+        "fixed target compute every method gets the same B.",
+        "",
         eagle_markdown(eagle),
+        "## The draft as the control: feature head against draft v3",
+        "",
+        control_markdown(read_csv(out, "control.csv")),
         "## Per-position acceptance",
         "",
         acceptance_markdown(acceptance),
@@ -136,10 +145,14 @@ def page(out: Path) -> str:
     ])
 
 
-def write_edition(results: Sequence[Path | str], out: Path) -> list[Path]:
-    """The report of `results` in `out` (compact), then answers.csv, trend.csv, eagle.csv, acceptance.csv and
-    README.md."""
+def write_edition(results: Sequence[Path | str], out: Path, control: Path | None = None) -> list[Path]:
+    """The report of `results` in `out` (compact), then answers.csv, trend.csv, eagle.csv, acceptance.csv, with
+    `control` (the v3 control pass's results) control.csv, and README.md."""
     report = build_report(results, out, compact=True)
+    if control is not None:
+        ctl = load([control])
+        frame = control_rows((report.tables.runs, report.tables.prompts), (ctl.runs, ctl.prompts))
+        frame.to_csv(out / "control.csv", index=False)
     answers = ordering_answers(report.pairs) if len(report.pairs) else pd.DataFrame()
     written = list(report.files)
     trend = trend_rows(best_shapes(report.tables.runs, report.tables.prompts, errors=False), report.tables.prompts)
@@ -155,8 +168,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m analysis.edition", description=__doc__.split("\n")[0])
     parser.add_argument("results", nargs="+", type=Path, help="results directories (e.g. results/study/embedded-eagle)")
     parser.add_argument("--out", type=Path, required=True, help="the edition's folder")
+    parser.add_argument("--control", type=Path, help="the control pass's results (draft v3 on the same prompts)")
     args = parser.parse_args(argv)
-    files = write_edition(args.results, args.out)
+    files = write_edition(args.results, args.out, args.control)
     print(f"edition ({len(files)} files): {args.out}")
     return 0
 

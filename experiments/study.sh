@@ -102,8 +102,12 @@ for stage in $stages; do
       pack_records ;;
     report)
       if [ "$study" = eagle ]; then  # the third edition's page is generated whole (analysis/edition.py)
-        python -m analysis.edition "$out" --out "$docs"
-        [ ! -d "$out-control" ] || python -m analysis.report "$out-control" --out "$docs/control" --compact
+        if [ -d "$out-control" ]; then
+          python -m analysis.edition "$out" --out "$docs" --control "$out-control"
+          python -m analysis.report "$out-control" --out "$docs/control" --compact
+        else
+          python -m analysis.edition "$out" --out "$docs"
+        fi
       else
         python -m analysis.report "$out" --out "$docs" --compact
       fi
