@@ -2,7 +2,9 @@
 
 The paper's claim at every budget point: RSD-S >= RSD-C >= SpecTr >= SpecInfer >= SD. Each adjacent pair of that
 order is one question, answered from the one best-shape comparison of the two methods at the point (its difference
-in the metric the pair table ranks by, the 95% CI of that paired difference and its Holm-adjusted p):
+in the metric the pair table ranks by, the 95% CI of that paired difference and its p). Holm's correction runs over
+the questions asked, not over every pair of methods: one family per setting, budget kind and seed, all its points
+and claims together (the pair table's Holm, over every pair of methods, is stricter than the questions need):
 - reproduced: the paper's higher method is ahead, significant after Holm (p_holm < 0.05);
 - reversed: it is behind, significant after Holm;
 - equal within ±0.05: not significant, and the whole CI lies within ±0.05 tokens per call (a bound, not a tie);
@@ -18,6 +20,7 @@ import pandas as pd
 
 from analysis.columns import SETTING
 from analysis.names import method_label
+from analysis.stats import holm
 
 PAPER_ORDER = ("rsd_s", "rsd_c", "spectr", "specinfer", "sd")
 CLAIMS = tuple(zip(PAPER_ORDER, PAPER_ORDER[1:]))  # (higher, lower): the adjacent pairs of the paper's order
@@ -29,19 +32,19 @@ MINUS = "\u2212"
 
 @dataclass(frozen=True)
 class Answer:
-    """higher - lower at one point: the paired difference, its 95% CI, the Holm-adjusted p and the prompts paired."""
+    """higher - lower at one point: the paired difference, its 95% CI, its p and the prompts paired."""
 
     higher: str
     lower: str
     diff: float
     low: float
     high: float
-    p_holm: float
+    p: float
     n: int
 
-    @property
-    def verdict(self) -> str:
-        if self.p_holm < ALPHA:
+    def verdict(self, p_holm: float) -> str:
+        """The answer, given this comparison's p after Holm over its family."""
+        if p_holm < ALPHA:
             return "reproduced" if self.diff > 0 else "reversed"
         if -BOUND <= self.low and self.high <= BOUND:
             return "equal within ±0.05"
@@ -58,20 +61,25 @@ def claim_answer(point: pd.DataFrame, higher: str, lower: str) -> Answer | None:
     metric = row["ranked_by"]
     sign = 1.0 if row["first"] == higher else -1.0  # a pair row puts the method ranked higher first
     diff, low, high = (sign * float(row[f"{metric}_{k}"]) for k in ("diff", "low", "high"))
-    return Answer(higher, lower, diff, min(low, high), max(low, high), float(row[f"{metric}_p_holm"]),
+    return Answer(higher, lower, diff, min(low, high), max(low, high), float(row[f"{metric}_p"]),
                   int(row[f"{metric}_n"]))
 
 
 def ordering_answers(pairs: pd.DataFrame, claims: Sequence[tuple[str, str]] = CLAIMS) -> pd.DataFrame:
-    """One row per setting, budget point, seed and claim that both methods ran: the Answer's fields, the metric and
-    the verdict."""
+    """One row per setting, budget point, seed and claim that both methods ran: the Answer's fields, the metric, p
+    after Holm over the claims of its family (setting, budget kind, seed) and the verdict."""
     rows = []
-    for keys, point in pairs.groupby([*SETTING, "budget", "x", "seed"], sort=True, dropna=False):
-        for higher, lower in claims:
-            answer = claim_answer(point, higher, lower)
-            if answer is not None:
-                rows.append({**dict(zip([*SETTING, "budget", "x", "seed"], keys)), **answer.__dict__,
-                             "metric": point["ranked_by"].iloc[0], "verdict": answer.verdict})
+    for _, family in pairs.groupby([*SETTING, "budget", "seed"], sort=True, dropna=False):
+        answers = []
+        for keys, point in family.groupby([*SETTING, "budget", "x", "seed"], sort=True, dropna=False):
+            for higher, lower in claims:
+                answer = claim_answer(point, higher, lower)
+                if answer is not None:
+                    answers.append((dict(zip([*SETTING, "budget", "x", "seed"], keys)), answer,
+                                    point["ranked_by"].iloc[0]))
+        for (keys, answer, metric), p_holm in zip(answers, holm([a.p for _, a, _ in answers])):
+            rows.append({**keys, **answer.__dict__, "metric": metric, "p_holm": float(p_holm),
+                         "verdict": answer.verdict(float(p_holm))})
     return pd.DataFrame(rows)
 
 

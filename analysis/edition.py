@@ -99,8 +99,9 @@ def page(out: Path) -> str:
         "",
         f"The paper's order at every point, as adjacent claims: {claims}. Each is reproduced (ahead after Holm), "
         "reversed (behind after Holm), equal within ±0.05 tokens per call (the 95% CI of the paired difference "
-        "inside ±0.05) or undecided. The CIs are per comparison; the p-values are Holm-adjusted over every pair of "
-        "methods at every point of the budget kind (analysis/pairs.py).",
+        "inside ±0.05) or undecided. The CIs are per comparison; the p-values are Holm-adjusted over the questions "
+        "of one table (its claims at every point of the budget kind; analysis/answers.py), and EAGLE-2's below "
+        "over its own table. table_pairs.md compares every pair of methods, with Holm over all of them.",
         "",
         answers_sentence(answers),
         "",

@@ -20,15 +20,15 @@ EDITION = Path(__file__).resolve().parents[2] / "docs" / "results" / "embedded-e
     (0.06, 0.01, 0.11, 0.2, "undecided"),  # the raw CI excludes 0, but not after Holm: not reproduced
 ])
 def test_verdicts(diff, low, high, p, verdict):
-    assert Answer("rsd_s", "rsd_c", diff, low, high, p, 48).verdict == verdict
+    assert Answer("rsd_s", "rsd_c", diff, low, high, p, 48).verdict(p) == verdict
 
 
-def pair_row(first, second, diff, low, high, p_holm, x=2):
+def pair_row(first, second, diff, low, high, p, x=2):
     metric = "expected_block_efficiency"
     return {"model_pair": "m", "draft": "d", "mix": "", "dtype": "float32", "dataset": "s", "prompt_set": "48",
             "temperature": 1.0, "top_k": 0, "top_p": 1.0, "max_new_tokens": 32, "budget": "fixed_length", "x": x,
             "seed": 0, "kind": "best shape", "first": first, "second": second, "ranked_by": metric,
-            f"{metric}_diff": diff, f"{metric}_low": low, f"{metric}_high": high, f"{metric}_p_holm": p_holm,
+            f"{metric}_diff": diff, f"{metric}_low": low, f"{metric}_high": high, f"{metric}_p": p,
             f"{metric}_n": 48}
 
 
@@ -36,7 +36,7 @@ def test_a_pair_listed_lower_method_first_is_turned_round():
     """Pair rows put the method ranked higher first; the answer is always paper-higher minus paper-lower."""
     point = pd.DataFrame([pair_row("rsd_c", "rsd_s", 0.08, 0.03, 0.13, 0.01)])
     answer = claim_answer(point, "rsd_s", "rsd_c")
-    assert (answer.diff, answer.low, answer.high) == (-0.08, -0.13, -0.03) and answer.verdict == "reversed"
+    assert (answer.diff, answer.low, answer.high) == (-0.08, -0.13, -0.03) and answer.verdict(0.01) == "reversed"
     assert claim_answer(point, "spectr", "specinfer") is None
 
 
@@ -46,6 +46,7 @@ def test_every_adjacent_claim_at_every_point_is_answered_once():
                          ("rsd_s", "sd"))]
     answers = ordering_answers(pd.DataFrame(rows))
     assert len(answers) == 8 and set(answers["verdict"]) == {"reproduced"}
+    assert answers["p_holm"].tolist() == pytest.approx([0.008] * 8)  # Holm over the 8 claims asked, not the 10 pairs
     assert not ((answers["higher"] == "rsd_s") & (answers["lower"] == "sd")).any()  # not adjacent in the order
 
 
