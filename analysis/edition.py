@@ -36,6 +36,20 @@ def eagle_rows(pairs: pd.DataFrame) -> pd.DataFrame:
     return ordering_answers(pairs, [(EAGLE, m) for m in PAPER_METHODS]) if len(pairs) else pd.DataFrame()
 
 
+def eagle_sentence(rows: pd.DataFrame) -> str:
+    """How EAGLE-2's comparisons came out, per dataset, temperature and budget kind."""
+    if rows.empty:
+        return "No comparison yet."
+    words = {"reproduced": "EAGLE-2 ahead", "reversed": "EAGLE-2 behind", "equal within ±0.05": "equal within ±0.05",
+             "undecided": "undecided"}
+    parts = []
+    for (dataset, temperature, budget), group in rows.groupby(["dataset", "temperature", "budget"], sort=True):
+        counts = group["verdict"].value_counts()
+        parts.append(f"{dataset} at T = {temperature}, {budget.replace('_', ' ')}: of {len(group)} comparisons, "
+                     + ", ".join(f"{int(counts.get(v, 0))} {w}" for v, w in words.items()))
+    return "; ".join(parts) + " (Holm over each table)."
+
+
 def eagle_markdown(rows: pd.DataFrame) -> str:
     if rows.empty:
         return "No point ran EAGLE-2's tree next to a paper method yet.\n"
@@ -115,10 +129,18 @@ def page(out: Path) -> str:
         "nodes as the three-candidate trees of SpecInfer, SpecTr, RSD-C, TV and RSD-S, and SD's chain has L; at "
         "fixed target compute every method gets the same B.",
         "",
+        eagle_sentence(eagle),
+        "",
         eagle_markdown(eagle),
         "## The draft as the control: feature head against draft v3",
         "",
         control_markdown(read_csv(out, "control.csv")),
+        "## How close each verifier is to the optimum",
+        "",
+        included(out / "table_optimum.md", "No drafting run records its root optimum yet."),
+        "The acceptance dial of the second edition has no counterpart here: a feature head reads the target's "
+        "hidden states, so it cannot be mixed with the target.",
+        "",
         "## Per-position acceptance",
         "",
         acceptance_markdown(acceptance),
