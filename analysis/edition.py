@@ -115,7 +115,9 @@ def page(out: Path) -> str:
         "reversed (behind after Holm), equal within ±0.05 tokens per call (the 95% CI of the paired difference "
         "inside ±0.05) or undecided. The CIs are per comparison; the p-values are Holm-adjusted over the questions "
         "of one table (its claims at every point of the budget kind; analysis/answers.py), and EAGLE-2's below "
-        "over its own table. table_pairs.md compares every pair of methods, with Holm over all of them.",
+        "over its own table. table_pairs.md compares every pair of methods, with Holm over all of them. Every "
+        "difference here is a mean over prompts of per-prompt values (a per-request mean, each prompt weighing the "
+        "same); the acceptance table below gives the token-weighted value beside it.",
         "",
         answers_sentence(answers),
         "",
