@@ -1,7 +1,7 @@
 """`python run.py ARGS` run inside the test process, for tests of what the command prints, exits with and writes.
 
-A subprocess pays ~4 s of interpreter and torch start-up per call; here the modules are already imported. Tests of
-what needs a process of its own (SIGKILL, two sweeps at once, a patched filesystem, the real exit path) keep using
+A subprocess pays 4-7 s of interpreter, torch and transformers start-up per call; here the modules are already
+imported. Tests of what needs a process of its own (SIGKILL, two sweeps at once, the real exit path) keep using
 subprocesses. Output is read through pytest's capsys.
 """
 
