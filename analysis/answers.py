@@ -87,10 +87,11 @@ def signed(value: float, places: int = 3) -> str:
     return f"{value:+.{places}f}".replace("-", MINUS)
 
 
-def answer_cell(row: pd.Series) -> str:
-    """'+0.031 (−0.012, +0.074), p = 0.41: undecided'."""
+def answer_cell(row: pd.Series, words: dict[str, str] | None = None) -> str:
+    """'+0.031 (−0.012, +0.074), p = 0.41: undecided' (`words` renames verdicts)."""
     p = "p < 0.001" if row["p_holm"] < 0.001 else f"p = {row['p_holm']:.3f}"
-    return f"{signed(row['diff'])} ({signed(row['low'])}, {signed(row['high'])}), {p}: {row['verdict']}"
+    verdict = (words or {}).get(row["verdict"], row["verdict"])
+    return f"{signed(row['diff'])} ({signed(row['low'])}, {signed(row['high'])}), {p}: {verdict}"
 
 
 def answers_markdown(answers: pd.DataFrame) -> str:
@@ -115,14 +116,16 @@ def answers_markdown(answers: pd.DataFrame) -> str:
     return "\n\n".join(out) + "\n"
 
 
-def answers_sentence(answers: pd.DataFrame) -> str:
-    """How many of the paper's adjacent orderings each verdict got, per dataset, temperature and budget kind."""
+def answers_sentence(answers: pd.DataFrame, words: dict[str, str] | None = None,
+                     noun: str = "adjacent comparisons") -> str:
+    """How many comparisons each verdict got (named by `words`, default the verdicts), per dataset, temperature and
+    budget kind."""
     if answers.empty:
         return "No point ran two adjacent methods of the paper's order."
+    words = words or {v: v for v in VERDICTS}
     parts = []
     for (dataset, temperature, budget), group in answers.groupby(["dataset", "temperature", "budget"], sort=True):
         counts = group["verdict"].value_counts()
-        tally = ", ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS)
-        parts.append(f"{dataset} at T = {temperature}, {budget.replace('_', ' ')}: of {len(group)} adjacent "
-                     f"comparisons, {tally}")
+        tally = ", ".join(f"{int(counts.get(v, 0))} {words[v]}" for v in VERDICTS)
+        parts.append(f"{dataset} at T = {temperature}, {budget.replace('_', ' ')}: of {len(group)} {noun}, {tally}")
     return "; ".join(parts) + "."

@@ -26,6 +26,8 @@ from analysis.trend import trend_markdown, trend_rows
 
 EAGLE = "eagle2"
 PAPER_METHODS = ("sd", "specinfer", "spectr", "rsd_c", "rsd_s")
+EAGLE_WORDS = {"reproduced": "EAGLE-2 ahead", "reversed": "EAGLE-2 behind", "equal within ±0.05": "equal within ±0.05",
+               "undecided": "undecided"}
 SETS = ("dolly_builtin", "xsum_builtin", "wmt_builtin")
 GRID = tuple([(d, 1.0, "fixed_length") for d in SETS] + [(d, 1.0, "fixed_compute") for d in SETS]
              + [(d, 0.6, "fixed_length") for d in SETS[:2]])  # experiments/study.sh's stages (RSD_STUDY=eagle)
@@ -34,20 +36,6 @@ GRID = tuple([(d, 1.0, "fixed_length") for d in SETS] + [(d, 1.0, "fixed_compute
 def eagle_rows(pairs: pd.DataFrame) -> pd.DataFrame:
     """EAGLE-2's tree against each paper method, as `ordering_answers` rows with EAGLE-2 as the higher side."""
     return ordering_answers(pairs, [(EAGLE, m) for m in PAPER_METHODS]) if len(pairs) else pd.DataFrame()
-
-
-def eagle_sentence(rows: pd.DataFrame) -> str:
-    """How EAGLE-2's comparisons came out, per dataset, temperature and budget kind."""
-    if rows.empty:
-        return "No comparison yet."
-    words = {"reproduced": "EAGLE-2 ahead", "reversed": "EAGLE-2 behind", "equal within ±0.05": "equal within ±0.05",
-             "undecided": "undecided"}
-    parts = []
-    for (dataset, temperature, budget), group in rows.groupby(["dataset", "temperature", "budget"], sort=True):
-        counts = group["verdict"].value_counts()
-        parts.append(f"{dataset} at T = {temperature}, {budget.replace('_', ' ')}: of {len(group)} comparisons, "
-                     + ", ".join(f"{int(counts.get(v, 0))} {w}" for v, w in words.items()))
-    return "; ".join(parts) + " (Holm over each table)."
 
 
 def eagle_markdown(rows: pd.DataFrame) -> str:
@@ -60,8 +48,8 @@ def eagle_markdown(rows: pd.DataFrame) -> str:
         lines = [f"**{dataset}, T = {temperature}, {budget}** ({group['metric'].iloc[0]}, 95% CI, Holm p)", "",
                  "| " + " | ".join(head) + " |", "|---|" + "---|" * len(methods)]
         for x, at in group.groupby("x", sort=True):
-            cells = [answer_cell(at[at["lower"] == m].iloc[0]).replace("reproduced", "EAGLE-2 ahead")
-                     .replace("reversed", "EAGLE-2 behind") if (at["lower"] == m).any() else "–" for m in methods]
+            cells = [answer_cell(at[at["lower"] == m].iloc[0], EAGLE_WORDS) if (at["lower"] == m).any() else "–"
+                     for m in methods]
             lines.append(f"| {'L' if budget == 'fixed_length' else 'B'} = {x} | " + " | ".join(cells) + " |")
         out.append("\n".join(lines))
     return "\n\n".join(out) + "\n"
@@ -131,7 +119,8 @@ def page(out: Path) -> str:
         "nodes as the three-candidate trees of SpecInfer, SpecTr, RSD-C, TV and RSD-S, and SD's chain has L; at "
         "fixed target compute every method gets the same B.",
         "",
-        eagle_sentence(eagle),
+        ("No comparison yet." if eagle.empty else answers_sentence(eagle, EAGLE_WORDS, "comparisons")
+         + " Holm runs over each table."),
         "",
         eagle_markdown(eagle),
         "## The draft as the control: feature head against draft v3",

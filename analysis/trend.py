@@ -49,7 +49,7 @@ def trend_rows(best: pd.DataFrame, prompts: pd.DataFrame, metric: str = "expecte
                claims: Sequence[tuple[str, str]] = TREND_CLAIMS) -> pd.DataFrame:
     """One row per setting (each dataset, and pooled over the datasets that ran) and claim at fixed compute: the
     points, the mean gap at the smallest and largest B, the change across the grid with its CI, p and Holm p."""
-    fixed = best[(best["budget"] == "fixed_compute") & ~best["dataset"].astype(str).str.contains(r"\+")]
+    fixed = best[best["budget"] == "fixed_compute"]
     rows = []
     for keys, group in fixed.groupby(OTHER, sort=True, dropna=False):  # seeds are pooled in `best`
         for higher, lower in claims:
