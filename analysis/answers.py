@@ -8,15 +8,18 @@ and claims together (the pair table's Holm, over every pair of methods, is stric
 - reproduced: the paper's higher method is ahead, significant after Holm (p_holm < 0.05);
 - reversed: it is behind, significant after Holm;
 - equal within ±0.05: not significant, and the whole CI lies within ±0.05 tokens per call (a bound, not a tie);
-- undecided: neither (more prompts would decide it).
+- undecided: neither. Its row says how many paired prompts would decide it if the observed gap and spread held
+  (`prompts_to_decide`): a planning estimate for adding prompts, not a result.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
+import scipy.stats as sps
 
 from analysis.columns import SETTING
 from analysis.names import method_label
@@ -50,6 +53,21 @@ class Answer:
             return "equal within ±0.05"
         return "undecided"
 
+    def prompts_to_decide(self, family_size: int) -> int | None:
+        """Paired prompts at which this gap and spread would be decided: significant after Bonferroni over the family
+        (which Holm never does worse than) or bounded within ±BOUND, whichever comes first; normal approximation,
+        the spread backed out of the t interval. None when the interval has no width."""
+        if self.n < 2 or not self.high > self.low:
+            return None
+        sd = (self.high - self.low) / (2 * float(sps.t.ppf(1 - ALPHA / 2, self.n - 1))) * math.sqrt(self.n)
+        gap = abs(self.diff)
+        needed = []
+        if gap > 0:
+            needed.append((float(sps.norm.ppf(1 - ALPHA / (2 * family_size))) * sd / gap) ** 2)
+        if gap < BOUND:
+            needed.append((float(sps.norm.ppf(1 - ALPHA / 2)) * sd / (BOUND - gap)) ** 2)
+        return math.ceil(min(needed))
+
 
 def claim_answer(point: pd.DataFrame, higher: str, lower: str) -> Answer | None:
     """The answer for `higher >= lower` from the best-shape comparison of the two at one point (None: not both ran)."""
@@ -77,9 +95,12 @@ def ordering_answers(pairs: pd.DataFrame, claims: Sequence[tuple[str, str]] = CL
                 if answer is not None:
                     answers.append((dict(zip([*SETTING, "budget", "x", "seed"], keys)), answer,
                                     point["ranked_by"].iloc[0]))
+        family_size = sum(math.isfinite(a.p) for _, a, _ in answers)
         for (keys, answer, metric), p_holm in zip(answers, holm([a.p for _, a, _ in answers])):
-            rows.append({**keys, **answer.__dict__, "metric": metric, "p_holm": float(p_holm),
-                         "verdict": answer.verdict(float(p_holm))})
+            verdict = answer.verdict(float(p_holm))
+            rows.append({**keys, **answer.__dict__, "metric": metric, "p_holm": float(p_holm), "verdict": verdict,
+                         "prompts_to_decide": answer.prompts_to_decide(family_size) if verdict == "undecided"
+                         else None})
     return pd.DataFrame(rows)
 
 
@@ -88,10 +109,13 @@ def signed(value: float, places: int = 3) -> str:
 
 
 def answer_cell(row: pd.Series, words: dict[str, str] | None = None) -> str:
-    """'+0.031 (−0.012, +0.074), p = 0.41: undecided' (`words` renames verdicts)."""
+    """'+0.031 (−0.012, +0.074), p = 0.41: undecided (~210 prompts)' (`words` renames verdicts; the prompts that
+    would decide an undecided one, where the row has them)."""
     p = "p < 0.001" if row["p_holm"] < 0.001 else f"p = {row['p_holm']:.3f}"
     verdict = (words or {}).get(row["verdict"], row["verdict"])
-    return f"{signed(row['diff'])} ({signed(row['low'])}, {signed(row['high'])}), {p}: {verdict}"
+    needed = row.get("prompts_to_decide")
+    more = f" (~{int(needed)} prompts)" if needed is not None and pd.notna(needed) else ""
+    return f"{signed(row['diff'])} ({signed(row['low'])}, {signed(row['high'])}), {p}: {verdict}{more}"
 
 
 def answers_markdown(answers: pd.DataFrame) -> str:
@@ -127,5 +151,8 @@ def answers_sentence(answers: pd.DataFrame, words: dict[str, str] | None = None,
     for (dataset, temperature, budget), group in answers.groupby(["dataset", "temperature", "budget"], sort=True):
         counts = group["verdict"].value_counts()
         tally = ", ".join(f"{int(counts.get(v, 0))} {words[v]}" for v in VERDICTS)
+        needed = group["prompts_to_decide"].dropna() if "prompts_to_decide" in group else pd.Series(dtype=float)
+        if len(needed):
+            tally += f" (deciding all would take up to ~{int(needed.max())} prompts, now {int(group['n'].max())})"
         parts.append(f"{dataset} at T = {temperature}, {budget.replace('_', ' ')}: of {len(group)} {noun}, {tally}")
     return "; ".join(parts) + "."

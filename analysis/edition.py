@@ -105,7 +105,11 @@ def page(out: Path) -> str:
         "of one table (its claims at every point of the budget kind; analysis/answers.py), and EAGLE-2's below "
         "over its own table. table_pairs.md compares every pair of methods, with Holm over all of them. Every "
         "difference here is a mean over prompts of per-prompt values (a per-request mean, each prompt weighing the "
-        "same); the acceptance table below gives the token-weighted value beside it.",
+        "same); the acceptance table below gives the token-weighted value beside it. An undecided cell's "
+        "\"~N prompts\" is how many paired prompts would decide it if its observed gap and spread held "
+        "(significant after Bonferroni over its table, or bounded within ±0.05, whichever needs fewer; normal "
+        "approximation): a planning estimate for adding prompts, not a result. For pooled rows N counts the "
+        "prompts of every pooled set together.",
         "",
         answers_sentence(answers),
         "",

@@ -1,12 +1,14 @@
 """The third edition's answers to the paper's orderings, and its page: every comparison on
 docs/results/embedded-eagle/README.md is what the committed CSVs next to it say."""
 
+import math
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import scipy.stats as sps
 
-from analysis.answers import Answer, claim_answer, ordering_answers
+from analysis.answers import Answer, answer_cell, claim_answer, ordering_answers
 from analysis.edition import page
 
 EDITION = Path(__file__).resolve().parents[2] / "docs" / "results" / "embedded-eagle"
@@ -21,6 +23,24 @@ EDITION = Path(__file__).resolve().parents[2] / "docs" / "results" / "embedded-e
 ])
 def test_verdicts(diff, low, high, p, verdict):
     assert Answer("rsd_s", "rsd_c", diff, low, high, p, 48).verdict(p) == verdict
+
+
+@pytest.mark.parametrize("diff, family", [(0.0, 16), (0.03, 16), (-0.03, 4), (0.045, 16), (0.08, 16), (0.2, 1)])
+def test_prompts_to_decide_is_the_first_count_that_decides_at_the_observed_gap_and_spread(diff, family):
+    """At the returned count the gap is significant after Bonferroni or the CI lies within ±0.05 (normal
+    approximation, the spread of the t interval it came from); one prompt fewer, neither."""
+    n, half = 48, 0.07
+    answer = Answer("rsd_s", "rsd_c", diff, diff - half, diff + half, 0.5, n)
+    sd = half / sps.t.ppf(0.975, n - 1) * math.sqrt(n)
+
+    def decided(m: int) -> bool:
+        se = sd / math.sqrt(m)
+        return (abs(diff) / se >= sps.norm.ppf(1 - 0.05 / (2 * family))
+                or abs(diff) + sps.norm.ppf(0.975) * se <= 0.05)
+
+    needed = answer.prompts_to_decide(family)
+    assert decided(needed) and not decided(needed - 1)
+    assert Answer("rsd_s", "rsd_c", diff, diff, diff, 0.5, n).prompts_to_decide(family) is None  # no spread
 
 
 def pair_row(first, second, diff, low, high, p, x=2):
@@ -48,6 +68,14 @@ def test_every_adjacent_claim_at_every_point_is_answered_once():
     assert len(answers) == 8 and set(answers["verdict"]) == {"reproduced"}
     assert answers["p_holm"].tolist() == pytest.approx([0.008] * 8)  # Holm over the 8 claims asked, not the 10 pairs
     assert not ((answers["higher"] == "rsd_s") & (answers["lower"] == "sd")).any()  # not adjacent in the order
+    assert answers["prompts_to_decide"].isna().all()  # only an undecided claim gets a count
+
+
+def test_an_undecided_claim_says_how_many_prompts_would_decide_it():
+    rows = [pair_row("rsd_s", "rsd_c", 0.1, 0.05, 0.15, 0.001), pair_row("rsd_c", "spectr", 0.0, -0.07, 0.07, 1.0)]
+    answers = ordering_answers(pd.DataFrame(rows)).set_index("higher")
+    assert answers.loc["rsd_c", "verdict"] == "undecided" and answers.loc["rsd_c", "prompts_to_decide"] == 90
+    assert answer_cell(answers.loc["rsd_c"]).endswith("undecided (~90 prompts)")
 
 
 def test_the_committed_page_is_what_its_tables_say():
