@@ -68,16 +68,8 @@ class Engine:
         self._prefill(committed, out)
         while len(out.new_token_ids) < max_new_tokens:
             step = self.step(committed, gen, out, max_new_tokens - len(out.new_token_ids) - 1, coins, draws)
-            out.accepted_lengths.append(len(step.path))
+            t0 += self._note(step, out)
             stop = False
-            paused = self.clock.now()  # the exact expectation is bookkeeping, not decoding: kept out of wall_s
-            check_laws(step.q, step.tree)
-            expected = plugin_call(self.verifier.expected_yield, f"verifier {self.verifier_name!r} expected_yield",
-                                   step.tree, step.q, self.eos, self.drafter.rule)
-            check_expected_yield(expected, step.tree, self.verifier_name)
-            out.expected_emitted.append(expected)
-            self._record_root(step, out)
-            t0 += self.clock.now() - paused
             for token in step.emitted[: max_new_tokens - len(out.new_token_ids)]:
                 out.new_token_ids.append(token)
                 committed.append(token)
@@ -92,6 +84,39 @@ class Engine:
         out.wall_s = self.clock.now() - t0
         self.clock.settle(out)
         return out
+
+    def replay(self, prompt_ids: list[int], reference: list[int], gen: torch.Generator | None) -> Generation:
+        """One step at every context prompt + reference[:i], each drafted and verified as in `generate` but followed
+        by reference[i] instead of the tokens it emitted: every drafter measured at the same contexts (the
+        shared-context design, docs/algorithms.md#shared-contexts). Per context, `accepted_lengths`, `expected_emitted`,
+        `root_optimum` and `root_acceptance` are the step's as `generate` records them; `new_token_ids` is
+        `reference`, and no step is cut short by a token budget."""
+        out = Generation()
+        t0 = self.clock.now()
+        committed = list(prompt_ids)
+        self.reset()
+        self._prefill(committed, out)
+        for token in reference:
+            step = self.step(committed, gen, out, None, commit=token)
+            t0 += self._note(step, out)
+            out.new_token_ids.append(token)
+            committed.append(token)
+        out.wall_s = self.clock.now() - t0
+        self.clock.settle(out)
+        return out
+
+    def _note(self, step: Step, out: Generation) -> float:
+        """Record the step's accepted length, exact expected yield and root optimum and acceptance; returns the
+        seconds that took (bookkeeping, not decoding: the caller keeps them out of wall_s)."""
+        out.accepted_lengths.append(len(step.path))
+        paused = self.clock.now()
+        check_laws(step.q, step.tree)
+        expected = plugin_call(self.verifier.expected_yield, f"verifier {self.verifier_name!r} expected_yield",
+                               step.tree, step.q, self.eos, self.drafter.rule)
+        check_expected_yield(expected, step.tree, self.verifier_name)
+        out.expected_emitted.append(expected)
+        self._record_root(step, out)
+        return self.clock.now() - paused
 
     def _record_root(self, step: Step, out: Generation) -> None:
         """Append the step's root optimum and root acceptance (None for both without root candidates)."""
@@ -143,9 +168,10 @@ class Engine:
             self.draft.reset()
 
     def step(self, committed: list[int], gen: torch.Generator | None, out: Generation, max_depth: int | None = None,
-             coins: Coins | None = None, draws: Draws | None = None) -> Step:
+             coins: Coins | None = None, draws: Draws | None = None, commit: int | None = None) -> Step:
         """Draft a tree after `committed` (at most `max_depth` levels), verify it with one target call, compact both
-        caches to the accepted path. Randomness: `coins` and `draws`, by default both from `gen`."""
+        caches to the accepted path. Randomness: `coins` and `draws`, by default both from `gen`. With `commit`, the
+        caches keep no drafted token, as after a rejection at the root, so that `commit` (any token) comes next."""
         tree = DraftTree.with_root(committed[-1])
         ctx, mass_ok = None, None
         if self.drafter.draft_length > 0 and (max_depth is None or max_depth > 0):
@@ -164,8 +190,9 @@ class Engine:
         if isinstance(coins, RandomCoins):
             coins.settle()
         check_verified(tree, path, emitted, self.eos, self.vocab_size, self.verifier_name)
-        self._hand_over_features(tree, path, ctx)
-        self._compact(tree, committed, path, ctx)
+        kept = path if commit is None else []
+        self._hand_over_features(tree, kept, ctx)
+        self._compact(tree, committed, kept, ctx)
         return Step(tree, q, path, emitted)
 
     def _score(self, tree: DraftTree, committed: list[int], out: Generation) -> torch.Tensor:
