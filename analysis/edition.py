@@ -21,6 +21,7 @@ from analysis.control import control_markdown, control_rows
 from analysis.load import load
 from analysis.names import method_label
 from analysis.report import build_report
+from analysis.shared import load_shared, shared_answers, shared_markdown, widths_sentence, with_own_widths
 from analysis.tables import best_shapes
 from analysis.trend import trend_markdown, trend_rows
 
@@ -77,9 +78,9 @@ def read_csv(out: Path, name: str) -> pd.DataFrame:
 
 
 def page(out: Path) -> str:
-    """README.md of the edition in `out`, from its runs.csv, answers.csv, trend.csv, eagle.csv, control.csv,
-    acceptance.csv and the report's expectation, selection and token-rate tables alone."""
-    runs, answers = read_csv(out, "runs.csv"), read_csv(out, "answers.csv")
+    """README.md of the edition in `out`, from its runs.csv, answers.csv, shared.csv, trend.csv, eagle.csv,
+    control.csv, acceptance.csv and the report's expectation, selection and token-rate tables alone."""
+    runs, answers, shared = read_csv(out, "runs.csv"), read_csv(out, "answers.csv"), read_csv(out, "shared.csv")
     eagle, acceptance = read_csv(out, "eagle.csv"), read_csv(out, "acceptance.csv")
     claims = ", ".join(f"{method_label(h)} ≥ {method_label(lo)}" for h, lo in CLAIMS)
     counts = "; ".join(f"{dataset}, T = {t}, {budget or 'AR'}: {len(g)}" for (dataset, t, budget), g in
@@ -114,6 +115,22 @@ def page(out: Path) -> str:
         answers_sentence(answers),
         "",
         answers_markdown(answers),
+        "## The same orderings at shared contexts",
+        "",
+        "At T > 0 two methods' runs on one prompt soon decode different text, and their difference then carries how "
+        "predictable each one's own continuation happened to be. Here every method instead drafts and verifies one "
+        "step at each prefix of the same continuation, the target's own sample (the AR run's output), and the next "
+        "token is always that sample's (experiments/shared_contexts.py; docs/algorithms.md#shared-contexts). Each "
+        "prompt's value is the mean exact expected yield over its contexts; its estimand weighs every position of "
+        "the continuation once, where block efficiency weighs the contexts a method's own steps start at, so it "
+        "answers the paper's per-step question (which draft and verifier accept more at the same context) rather "
+        "than reproducing the measured block efficiency. Verdicts, CIs and Holm as above, Holm over each table.",
+        "",
+        ("" if shared.empty else answers_sentence(shared.assign(budget="fixed_length", x=shared["L"]),
+                                                  noun="adjacent comparisons at shared contexts") + " "
+         + widths_sentence(shared)),
+        "",
+        shared_markdown(shared),
         "## At fixed target compute: does RSD's lead over SpecTr grow with B?",
         "",
         trend_markdown(read_csv(out, "trend.csv")),
@@ -158,14 +175,17 @@ def page(out: Path) -> str:
         "docs/results/embedded-eagle/runs results/study` restores them; `RSD_STUDY=eagle experiments/study.sh` "
         "then decodes only what is missing of the study's grid (every stage) and regenerates this folder; "
         "`python -m analysis.edition results/study/embedded-eagle --out docs/results/embedded-eagle` regenerates it "
-        "from the records alone.",
+        "from the records alone (add `--shared results/study/embedded-eagle-shared` after `python -m analysis.archive "
+        "unpack docs/results/embedded-eagle/shared results/study` for the shared-context section).",
         "",
     ])
 
 
-def write_edition(results: Sequence[Path | str], out: Path, control: Path | None = None) -> list[Path]:
+def write_edition(results: Sequence[Path | str], out: Path, control: Path | None = None,
+                  shared: Path | None = None) -> list[Path]:
     """The report of `results` in `out` (compact), then answers.csv, trend.csv, eagle.csv, acceptance.csv, with
-    `control` (the v3 control pass's results) control.csv, and README.md."""
+    `control` (the v3 control pass's results) control.csv, with `shared` (the shared-context records) shared.csv,
+    and README.md."""
     report = build_report(results, out, compact=True)
     if control is not None:
         ctl = load([control])
@@ -178,6 +198,9 @@ def write_edition(results: Sequence[Path | str], out: Path, control: Path | None
                         ("acceptance.csv", acceptance_frame(report.tables))):
         frame.to_csv(out / name, index=False)
         written.append(out / name)
+    if shared is not None:
+        with_own_widths(shared_answers(load_shared(shared)), answers).to_csv(out / "shared.csv", index=False)
+        written.append(out / "shared.csv")
     (out / "README.md").write_text(page(out))
     return [*written, out / "README.md"]
 
@@ -187,8 +210,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("results", nargs="+", type=Path, help="results directories (e.g. results/study/embedded-eagle)")
     parser.add_argument("--out", type=Path, required=True, help="the edition's folder")
     parser.add_argument("--control", type=Path, help="the control pass's results (draft v3 on the same prompts)")
+    parser.add_argument("--shared", type=Path, help="the shared-context records (experiments/shared_contexts.py)")
     args = parser.parse_args(argv)
-    files = write_edition(args.results, args.out, args.control)
+    files = write_edition(args.results, args.out, args.control, args.shared)
     print(f"edition ({len(files)} files): {args.out}")
     return 0
 

@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> None:
                                      "reference": out.new_token_ids, "expected_emitted": out.expected_emitted,
                                      "accepted_lengths": out.accepted_lengths,
                                      "root_acceptance": out.root_acceptance, "wall_s": out.wall_s})
+                print(f"[shared] {args.dataset} T={args.temperature:g} L={length} {method}: prompt {ex.id}, mean "
+                      f"expected yield {sum(out.expected_emitted) / len(out.expected_emitted):.2f} over "
+                      f"{len(out.expected_emitted)} contexts", file=sys.stderr, flush=True)
             print(f"[shared] {args.dataset} T={args.temperature:g} L={length} {method}: {len(todo)} prompts decoded "
                   f"({len(done)} recorded before) in {time.perf_counter() - started:.0f} s", file=sys.stderr,
                   flush=True)
