@@ -21,7 +21,16 @@ from analysis.control import control_markdown, control_rows
 from analysis.load import load
 from analysis.names import method_label
 from analysis.report import build_report
-from analysis.shared import load_shared, shared_answers, shared_markdown, widths_sentence, with_own_widths
+from analysis.shared import (
+    load_shared,
+    means_markdown,
+    means_sentence,
+    shared_answers,
+    shared_markdown,
+    shared_means,
+    widths_sentence,
+    with_own_widths,
+)
 from analysis.tables import best_shapes
 from analysis.trend import trend_markdown, trend_rows
 
@@ -78,9 +87,10 @@ def read_csv(out: Path, name: str) -> pd.DataFrame:
 
 
 def page(out: Path) -> str:
-    """README.md of the edition in `out`, from its runs.csv, answers.csv, shared.csv, trend.csv, eagle.csv,
-    control.csv, acceptance.csv and the report's expectation, selection and token-rate tables alone."""
+    """README.md of the edition in `out`, from its runs.csv, answers.csv, shared.csv, shared_means.csv, trend.csv,
+    eagle.csv, control.csv, acceptance.csv and the report's expectation, selection and token-rate tables alone."""
     runs, answers, shared = read_csv(out, "runs.csv"), read_csv(out, "answers.csv"), read_csv(out, "shared.csv")
+    means = read_csv(out, "shared_means.csv")
     eagle, acceptance = read_csv(out, "eagle.csv"), read_csv(out, "acceptance.csv")
     claims = ", ".join(f"{method_label(h)} ≥ {method_label(lo)}" for h, lo in CLAIMS)
     counts = "; ".join(f"{dataset}, T = {t}, {budget or 'AR'}: {len(g)}" for (dataset, t, budget), g in
@@ -131,6 +141,9 @@ def page(out: Path) -> str:
          + widths_sentence(shared)),
         "",
         shared_markdown(shared),
+        means_sentence(means),
+        "",
+        means_markdown(means),
         "## At fixed target compute: does RSD's lead over SpecTr grow with B?",
         "",
         trend_markdown(read_csv(out, "trend.csv")),
@@ -199,8 +212,10 @@ def write_edition(results: Sequence[Path | str], out: Path, control: Path | None
         frame.to_csv(out / name, index=False)
         written.append(out / name)
     if shared is not None:
-        with_own_widths(shared_answers(load_shared(shared)), answers).to_csv(out / "shared.csv", index=False)
-        written.append(out / "shared.csv")
+        records = load_shared(shared)
+        with_own_widths(shared_answers(records), answers).to_csv(out / "shared.csv", index=False)
+        shared_means(records, report.tables.runs).to_csv(out / "shared_means.csv", index=False)
+        written += [out / "shared.csv", out / "shared_means.csv"]
     (out / "README.md").write_text(page(out))
     return [*written, out / "README.md"]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.answers import CLAIMS, Answer, answer_cell
+from analysis.answers import CLAIMS, Answer, answer_cell, signed
 from analysis.archive import archive_bytes, archive_name
 from analysis.names import method_label
 from analysis.stats import holm, paired
@@ -28,7 +28,8 @@ FAMILY = ("dataset", "temperature")
 
 def load_shared(root: Path) -> pd.DataFrame:
     """One row per dataset, temperature, L, method and prompt: the mean exact expected yield over the prompt's
-    contexts (`shared`) and its reference. Raises if two methods of one prompt replayed different references."""
+    contexts (`shared`), for the methods that have every prompt of their dataset and temperature. Raises if two
+    methods of one prompt replayed different references."""
     rows = []
     for path in sorted(Path(root).glob("*/T*/L*/*.jsonl")):
         dataset, temperature, length = path.parts[-4], float(path.parts[-3][1:]), int(path.parts[-2][1:])
@@ -46,7 +47,10 @@ def load_shared(root: Path) -> pd.DataFrame:
         bad = references[references > 1].index[0]
         raise ValueError(f"shared contexts: the methods of prompt {bad[2]!r} ({bad[0]}, T = {bad[1]}) replayed "
                          "different references; rerun them from one reference (experiments/shared_contexts.py)")
-    return frame.drop(columns="reference")
+    # a method at an L enters once it has every prompt of its set's most complete one (a pass still running)
+    counts = frame.groupby(["dataset", "temperature", "L", "method"])["prompt_id"].transform("size")
+    full = frame.groupby(["dataset", "temperature"])["prompt_id"].transform("nunique")
+    return frame[counts == full].drop(columns="reference").reset_index(drop=True)
 
 
 def shared_answers(frame: pd.DataFrame) -> pd.DataFrame:
@@ -115,8 +119,65 @@ def widths_sentence(answers: pd.DataFrame) -> str:
         return "No claim has both a shared-context and an own-context answer on the same prompts yet."
     ratio = both["own_width"] / (both["high"] - both["low"])
     return (f"On the same prompts, the own-context runs' 95% CIs are {ratio.median():.1f} times as wide as the "
-            f"shared-context ones (median over {len(ratio)} claims; from {ratio.min():.1f} to {ratio.max():.1f}): "
+            f"shared-context ones (median over {len(ratio)} claim(s); from {ratio.min():.1f} to {ratio.max():.1f}): "
             f"the equivalent of about {ratio.median() ** 2:.0f} times as many own-context prompts.")
+
+
+def shared_means(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset, temperature, L and method: the mean over prompts of the shared-context yield and, beside it, the
+    own-context runs' per-request expected block efficiency (runs.csv, fixed length; NaN where none ran)."""
+    if frame.empty:
+        return pd.DataFrame()
+    means = frame.groupby(["dataset", "temperature", "L", "method"], as_index=False).agg(
+        shared=("shared", "mean"), n=("shared", "size"))
+    own = {}
+    if len(runs):
+        fixed = runs[runs["budget"] == "fixed_length"]
+        own = {(r.dataset, float(r.temperature), int(r.x), r.method): (r.expected_block_efficiency_prompt_mean,
+                                                                      r.expected_block_efficiency_se)
+               for r in fixed.itertuples()}
+    values = [own.get((r.dataset, float(r.temperature), int(r.L), r.method), (np.nan, np.nan))
+              for r in means.itertuples()]
+    return means.assign(own=[v[0] for v in values], own_se=[v[1] for v in values])
+
+
+def means_markdown(means: pd.DataFrame) -> str:
+    """Per dataset and temperature: one row per L, one column per method, 'shared / own' mean yields per call."""
+    if means.empty:
+        return ""
+    out = []
+    order = [m for _, m in CLAIMS[::-1]] + [CLAIMS[0][0]]
+    for (dataset, temperature), group in means.groupby(list(FAMILY), sort=True):
+        methods = [m for m in order if m in set(group["method"])]
+        lines = [f"**{dataset}, T = {temperature:g}**: mean yield per call at shared contexts / the own-context runs' "
+                 "expected block efficiency (per request; – where the own-context run is not complete)", "",
+                 "| L | " + " | ".join(method_label(m) for m in methods) + " |", "|---|" + "---|" * len(methods)]
+        for length, at in group.groupby("L", sort=True):
+            cells = []
+            for method in methods:
+                row = at[at["method"] == method]
+                if row.empty:
+                    cells.append("–")
+                    continue
+                own = row["own"].iloc[0]
+                cells.append(f"{row['shared'].iloc[0]:.3f} / " + ("–" if pd.isna(own) else f"{own:.3f}"))
+            lines.append(f"| {length} | " + " | ".join(cells) + " |")
+        out.append("\n".join(lines))
+    return "\n\n".join(out) + "\n"
+
+
+def means_sentence(means: pd.DataFrame) -> str:
+    """How far the shared-context means lie from the own-context expected block efficiencies, in standard errors of
+    the latter."""
+    both = means.dropna(subset=["own", "own_se"]) if len(means) else means
+    if both.empty:
+        return ""
+    gap = both["shared"] - both["own"]
+    z = gap / both["own_se"]
+    return (f"How close the two estimands are: over the {len(both)} method and L cells with both, the shared-context "
+            f"mean differs from the own-context expected block efficiency by {signed(gap.mean())} on average (from "
+            f"{signed(gap.min())} to {signed(gap.max())}; {int((z.abs() > 1.96).sum())} of {len(both)} beyond 1.96 "
+            "standard errors of the latter).")
 
 
 def pack_shared(root: Path, out: Path) -> list[Path]:

@@ -10,6 +10,8 @@
 #   temperature    the fixed-length grid at T = 0.6 on the Dolly-style and XSum-style sets
 #   control        (eagle only) the v3 draft's fixed-length grid in float32 on the same prompts, into $out-control:
 #                  how much of each gap the draft makes
+#   shared         (eagle only) the paper's five methods at shared contexts, L = 2..5, T = 1, the three sets, 48 prompts
+#                  (experiments/shared_contexts.py; two processes split the lengths), into $out-shared
 #   dial           (v3 only: a feature head cannot be mixed) the acceptance dial, a = 0..0.9, at L = 4 and at B = 14
 #                  (the tree methods with the shapes fixed_compute selected on the Dolly-style set; SD as L = 14)
 #   rates          token rates: the fixed-length grid again on the first RSD_RATES_PROMPTS (default 8, as the
@@ -26,7 +28,8 @@ cd "$(dirname "$0")/.."
 study=${RSD_STUDY:-v3}
 case "$study" in
   v3) default_stages="fixed_length fixed_compute temperature dial rates report"; rates_temperatures="1.0" ;;
-  eagle) default_stages="fixed_length fixed_compute temperature control rates report"; rates_temperatures="1.0 0.0" ;;
+  eagle) default_stages="fixed_length fixed_compute temperature control shared rates report"
+         rates_temperatures="1.0 0.0" ;;
   *) echo "unknown study '$study' (RSD_STUDY): use v3 or eagle" >&2; exit 2 ;;
 esac
 stages=${RSD_STAGES:-$default_stages}
@@ -58,6 +61,7 @@ pack_records() {
   python -m analysis.archive pack "$out" "$docs/runs"
   [ ! -d "$out-rates" ] || python -m analysis.archive pack "$out-rates" "$docs/rates/runs"
   [ ! -d "$out-control" ] || python -m analysis.archive pack "$out-control" "$docs/control/runs"
+  [ ! -d "$out-shared" ] || python -m analysis.shared pack "$out-shared" "$docs/shared"
 }
 
 for stage in $stages; do
@@ -78,6 +82,13 @@ for stage in $stages; do
       [ "$study" = eagle ] || { echo "the control stage is the third study's (RSD_STUDY=eagle)" >&2; exit 2; }
       for dataset in dolly_builtin xsum_builtin wmt_builtin; do
         sweep experiment=study_v3_fixed_length model_pair.dtype=float32 dataset="$dataset" out_dir="$out-control" "$@"
+      done ;;
+    shared)
+      [ "$study" = eagle ] || { echo "the shared stage is the third study's (RSD_STUDY=eagle)" >&2; exit 2; }
+      for dataset in dolly_builtin xsum_builtin wmt_builtin; do
+        python experiments/shared_contexts.py --dataset "$dataset" --lengths 2 3 --out "$out-shared" &
+        python experiments/shared_contexts.py --dataset "$dataset" --lengths 4 5 --out "$out-shared"
+        wait
       done ;;
     dial)
       [ "$study" = v3 ] || { echo "the dial stage is v3's (a feature head cannot be mixed with the target)" >&2; exit 2; }
@@ -102,19 +113,18 @@ for stage in $stages; do
       pack_records ;;
     report)
       if [ "$study" = eagle ]; then  # the third edition's page is generated whole (analysis/edition.py)
-        if [ -d "$out-control" ]; then
-          python -m analysis.edition "$out" --out "$docs" --control "$out-control"
-          python -m analysis.report "$out-control" --out "$docs/control" --compact
-        else
-          python -m analysis.edition "$out" --out "$docs"
-        fi
+        extra=()
+        [ ! -d "$out-control" ] || extra+=(--control "$out-control")
+        [ ! -d "$out-shared" ] || extra+=(--shared "$out-shared")
+        python -m analysis.edition "$out" --out "$docs" "${extra[@]}"
+        [ ! -d "$out-control" ] || python -m analysis.report "$out-control" --out "$docs/control" --compact
       else
         python -m analysis.report "$out" --out "$docs" --compact
       fi
       [ ! -d "$out-rates" ] || python -m analysis.report "$out-rates" --out "$docs/rates" --compact
       pack_records ;;
-    *) echo "unknown stage '$stage' (RSD_STAGES): use fixed_length, fixed_compute, temperature, control, dial, rates," \
-         "archive, report" >&2
+    *) echo "unknown stage '$stage' (RSD_STAGES): use fixed_length, fixed_compute, temperature, control, shared, dial," \
+         "rates, archive, report" >&2
        exit 2 ;;
   esac
 done

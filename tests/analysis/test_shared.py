@@ -9,7 +9,15 @@ import pandas as pd
 import pytest
 
 from analysis.archive import unpack
-from analysis.shared import load_shared, pack_shared, shared_answers, widths_sentence, with_own_widths
+from analysis.shared import (
+    load_shared,
+    means_sentence,
+    pack_shared,
+    shared_answers,
+    shared_means,
+    widths_sentence,
+    with_own_widths,
+)
 
 
 def write(root, method, length, yields, references=None, dataset="dolly_builtin"):
@@ -50,6 +58,12 @@ def test_equal_methods_are_bounded_within_the_band(tmp_path):
     assert row["verdict"] == "equal within ±0.05" and row["prompts_to_decide"] is None
 
 
+def test_a_method_enters_once_it_has_every_prompt(tmp_path):
+    write(tmp_path, "rsd_c", 2, np.ones((3, 3)))
+    write(tmp_path, "spectr", 2, np.ones((2, 3)))  # a pass still running
+    assert set(load_shared(tmp_path)["method"]) == {"rsd_c"}
+
+
 def test_different_references_are_refused(tmp_path):
     write(tmp_path, "rsd_c", 2, np.ones((2, 3)), references=[[1, 2, 3], [4, 5, 6]])
     write(tmp_path, "spectr", 2, np.ones((2, 3)), references=[[1, 2, 3], [4, 5, 0]])
@@ -78,3 +92,17 @@ def test_pack_and_unpack_give_back_the_records(tmp_path):
     unpack(tmp_path / "archives", tmp_path / "back")
     assert load_shared(tmp_path / "back" / "embedded-eagle-shared").equals(load_shared(root))
     assert archive.name == "embedded-eagle-shared__dolly_builtin__T1.tar.gz"
+
+
+def test_means_sit_beside_the_own_context_expected_block_efficiency(tmp_path):
+    write(tmp_path, "sd", 3, np.full((4, 3), 1.5))
+    write(tmp_path, "rsd_c", 3, np.full((4, 3), 1.75))
+    runs = pd.DataFrame([{"budget": "fixed_length", "dataset": "dolly_builtin", "temperature": 1.0, "x": 3,
+                          "method": "sd", "expected_block_efficiency_prompt_mean": 1.45,
+                          "expected_block_efficiency_se": 0.01}])
+    means = shared_means(load_shared(tmp_path), runs).set_index("method")
+    assert means.loc["sd", "shared"] == pytest.approx(1.5) and means.loc["sd", "own"] == 1.45
+    assert math.isnan(means.loc["rsd_c", "own"]) and (means["n"] == 4).all()
+    assert "over the 1 method and L cells with both" in means_sentence(means.reset_index())
+    assert "+0.050 on average" in means_sentence(means.reset_index())
+    assert "1 of 1 beyond 1.96" in means_sentence(means.reset_index())
