@@ -15,8 +15,9 @@ and claims together (the pair table's Holm, over every pair of methods, is stric
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import scipy.stats as sps
@@ -118,6 +119,21 @@ def answer_cell(row: pd.Series, words: dict[str, str] | None = None) -> str:
     return f"{signed(row['diff'])} ({signed(row['low'])}, {signed(row['high'])}), {p}: {verdict}{more}"
 
 
+def claims_table(group: pd.DataFrame, title: str, point: str, label: Callable[[Any], str], head: str) -> str:
+    """One table of answers: `title`, then one row per value of column `point` (its first cell `label(value)`, under
+    `head`), one column per claim of the paper's order that `group` answers."""
+    claims = [c for c in CLAIMS if ((group["higher"] == c[0]) & (group["lower"] == c[1])).any()]
+    head = [head] + [f"{method_label(h)} ≥ {method_label(lo)}" for h, lo in claims]
+    lines = [title, "", "| " + " | ".join(head) + " |", "|---|" + "---|" * len(claims)]
+    for value, at in group.groupby(point, sort=True):
+        cells = []
+        for h, lo in claims:
+            match = at[(at["higher"] == h) & (at["lower"] == lo)]
+            cells.append(answer_cell(match.iloc[0]) if len(match) else "–")
+        lines.append(f"| {label(value)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def answers_markdown(answers: pd.DataFrame) -> str:
     """Per setting and budget kind: one row per budget point, one column per claim of the paper's order."""
     if answers.empty:
@@ -125,18 +141,10 @@ def answers_markdown(answers: pd.DataFrame) -> str:
     out = []
     for keys, group in answers.groupby([*SETTING, "budget", "seed"], sort=True, dropna=False):
         setting = dict(zip([*SETTING, "budget", "seed"], keys))
-        claims = [c for c in CLAIMS if ((group["higher"] == c[0]) & (group["lower"] == c[1])).any()]
-        head = ["point"] + [f"{method_label(h)} ≥ {method_label(lo)}" for h, lo in claims]
-        lines = [f"**{setting['dataset']}, T = {setting['temperature']}, {setting['budget']}, seed {setting['seed']}**"
-                 f" ({group['metric'].iloc[0]}, higher − lower, 95% CI, Holm p)", "",
-                 "| " + " | ".join(head) + " |", "|---|" + "---|" * len(claims)]
-        for x, at in group.groupby("x", sort=True):
-            cells = []
-            for h, lo in claims:
-                match = at[(at["higher"] == h) & (at["lower"] == lo)]
-                cells.append(answer_cell(match.iloc[0]) if len(match) else "–")
-            lines.append(f"| {'L' if setting['budget'] == 'fixed_length' else 'B'} = {x} | " + " | ".join(cells) + " |")
-        out.append("\n".join(lines))
+        title = (f"**{setting['dataset']}, T = {setting['temperature']}, {setting['budget']}, seed {setting['seed']}**"
+                 f" ({group['metric'].iloc[0]}, higher − lower, 95% CI, Holm p)")
+        letter = "L" if setting["budget"] == "fixed_length" else "B"
+        out.append(claims_table(group, title, "x", lambda x, letter=letter: f"{letter} = {x}", "point"))
     return "\n\n".join(out) + "\n"
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.answers import CLAIMS, Answer, answer_cell, signed
+from analysis.answers import CLAIMS, Answer, claims_table, signed
 from analysis.archive import archive_bytes, archive_name
 from analysis.names import method_label
 from analysis.stats import holm, paired
@@ -96,18 +96,9 @@ def shared_markdown(answers: pd.DataFrame) -> str:
         return "The shared-context pass (experiments/shared_contexts.py) has not run yet.\n"
     out = []
     for (dataset, temperature), group in answers.groupby(list(FAMILY), sort=True):
-        claims = [c for c in CLAIMS if ((group["higher"] == c[0]) & (group["lower"] == c[1])).any()]
-        head = ["L"] + [f"{method_label(h)} ≥ {method_label(lo)}" for h, lo in claims]
-        lines = [f"**{dataset}, T = {temperature:g}, shared contexts** (mean exact expected yield per call, "
-                 f"higher − lower, 95% CI, Holm p; {int(group['n'].max())} prompts)", "",
-                 "| " + " | ".join(head) + " |", "|---|" + "---|" * len(claims)]
-        for length, at in group.groupby("L", sort=True):
-            cells = []
-            for h, lo in claims:
-                match = at[(at["higher"] == h) & (at["lower"] == lo)]
-                cells.append(answer_cell(match.iloc[0]) if len(match) else "–")
-            lines.append(f"| {length} | " + " | ".join(cells) + " |")
-        out.append("\n".join(lines))
+        title = (f"**{dataset}, T = {temperature:g}, shared contexts** (mean exact expected yield per call, "
+                 f"higher − lower, 95% CI, Holm p; {int(group['n'].max())} prompts)")
+        out.append(claims_table(group, title, "L", str, "L"))
     return "\n\n".join(out) + "\n"
 
 
