@@ -3,8 +3,9 @@
 For each prompt, the reference is the target's own sample (the AR run's output: same seed, same generator), and
 `Engine.replay` drafts and verifies one step at every prefix of it, then commits the reference's next token instead
 of the step's (docs/algorithms.md#shared-contexts). Methods then differ only by their drafts, not by where their
-own samples took them, so paired differences lose the context-to-context spread. One JSON line per prompt (fsync'd;
-a rerun skips recorded prompts) in OUT/<dataset>/T<temperature>/L<L>/<method>.jsonl:
+own samples took them, so paired differences lose the context-to-context spread; drafts and the verifier draw from
+two generators, so methods that draft alike (SpecInfer and SpecTr) verify the very same trees. One JSON line per
+prompt (fsync'd; a rerun skips recorded prompts) in OUT/<dataset>/T<temperature>/L<L>/<method>.jsonl:
 
     python experiments/shared_contexts.py --dataset dolly_builtin --lengths 2 3 --methods sd spectr rsd_c rsd_s
 """
@@ -87,7 +88,8 @@ def main(argv: list[str] | None = None) -> None:
             todo = [(ex, ids) for ex, ids in prompts if ex.id not in done]
             started = time.perf_counter()
             for ex, ids in todo:
-                out = engine.replay(ids, references[ex.id], prompt_generator(rc.seed, ex.id))
+                out = engine.replay(ids, references[ex.id], prompt_generator(rc.seed, f"{ex.id}:draws"),
+                                    prompt_generator(rc.seed, f"{ex.id}:coins"))
                 append_record(path, {"prompt_id": ex.id, "method": method, "shape": plan.shape, "seed": rc.seed,
                                      "reference": out.new_token_ids, "expected_emitted": out.expected_emitted,
                                      "accepted_lengths": out.accepted_lengths,

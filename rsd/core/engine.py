@@ -85,19 +85,22 @@ class Engine:
         self.clock.settle(out)
         return out
 
-    def replay(self, prompt_ids: list[int], reference: list[int], gen: torch.Generator | None) -> Generation:
+    def replay(self, prompt_ids: list[int], reference: list[int], draws_gen: torch.Generator,
+               coins_gen: torch.Generator) -> Generation:
         """One step at every context prompt + reference[:i], each drafted and verified as in `generate` but followed
         by reference[i] instead of the tokens it emitted: every drafter measured at the same contexts (the
-        shared-context design, docs/algorithms.md#shared-contexts). Per context, `accepted_lengths`, `expected_emitted`,
-        `root_optimum` and `root_acceptance` are the step's as `generate` records them; `new_token_ids` is
-        `reference`, and no step is cut short by a token budget."""
+        shared-context design, docs/algorithms.md#shared-contexts). Drafts draw from `draws_gen` and the verifier
+        from `coins_gen`, so two drafters that draft alike draft the same trees from the same `draws_gen` seed. Per
+        context, `accepted_lengths`, `expected_emitted`, `root_optimum` and `root_acceptance` are the step's as
+        `generate` records them; `new_token_ids` is `reference`, and no step is cut short by a token budget."""
         out = Generation()
         t0 = self.clock.now()
         committed = list(prompt_ids)
         self.reset()
         self._prefill(committed, out)
+        draws, coins = RandomDraws(draws_gen), RandomCoins(coins_gen)
         for token in reference:
-            step = self.step(committed, gen, out, None, commit=token)
+            step = self.step(committed, None, out, None, coins, draws, commit=token)
             t0 += self._note(step, out)
             out.new_token_ids.append(token)
             committed.append(token)

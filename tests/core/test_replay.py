@@ -8,7 +8,7 @@ from rsd.certify.exact_engine import ContextTables, TableHeadLM, TableLM
 from rsd.core.engine import Engine
 from rsd.core.generation import Generation
 from rsd.core.sampling import SamplingParams, prompt_generator
-from rsd.drafters import AR, RSDC, SD, Eagle2, SpecTr
+from rsd.drafters import AR, RSDC, SD, Eagle2, SpecInfer, SpecTr
 from rsd.models.adapter import CausalLM
 from rsd.models.tiny import tiny_pair
 
@@ -24,6 +24,8 @@ class Capturing(Engine):
     def step(self, committed, gen, out, max_depth=None, coins=None, draws=None, commit=None):
         step = super().step(committed, gen, out, max_depth, coins, draws, commit)
         self.roots.append((step.q[0].clone(), step.tree.draft_probs[0].clone()))
+        if hasattr(self, "trees"):
+            self.trees.append((list(step.tree.tokens), list(step.tree.parents)))
         return step
 
 
@@ -44,7 +46,7 @@ def fresh_roots(make, prompt: list[int], reference: list[int]) -> list[tuple[tor
 def check_replay(make, prompt: list[int], reference: list[int], atol: float) -> None:
     engine = make()
     engine.roots = []
-    out = engine.replay(prompt, reference, prompt_generator(0, "replay"))
+    out = engine.replay(prompt, reference, prompt_generator(0, "draws"), prompt_generator(0, "coins"))
     assert out.new_token_ids == reference
     assert out.target_calls == len(reference) == len(out.expected_emitted) == len(out.accepted_lengths)
     for (q, p), (q0, p0) in zip(engine.roots, fresh_roots(make, prompt, reference), strict=True):
@@ -71,5 +73,19 @@ def test_replay_hands_a_feature_head_its_contexts_features(name):
 
 def test_replay_with_ar_yields_one_token_per_context():
     target, _ = tiny_pair("llama", 32, seed=3)
-    out = Engine(CausalLM(target), None, AR(), T1, [], 32).replay([1, 2], [5, 6, 7], prompt_generator(0, "ar"))
+    out = Engine(CausalLM(target), None, AR(), T1, [], 32).replay([1, 2], [5, 6, 7], prompt_generator(0, "d"),
+                                                              prompt_generator(0, "c"))
     assert out.expected_emitted == [1.0, 1.0, 1.0] and out.accepted_lengths == [0, 0, 0]
+
+
+def test_drafters_that_draft_alike_replay_the_same_trees():
+    """SpecInfer and SpecTr draw their K chains alike: from one draws seed they verify identical trees at every
+    context, whatever their verifiers' coins consumed (the pairing that makes their difference a verifier's)."""
+    target, draft = tiny_pair("llama", 32, seed=3, init_std=0.15)
+    trees = {}
+    for name, make in (("specinfer", lambda: SpecInfer(2, 3)), ("spectr", lambda: SpecTr(2, 3))):
+        engine = Capturing(CausalLM(target), CausalLM(draft), make(), T1, [], 32)
+        engine.roots, engine.trees = [], []
+        engine.replay([4, 5, 6], [1, 2, 3, 4, 5], prompt_generator(0, "draws"), prompt_generator(0, name))
+        trees[name] = engine.trees
+    assert trees["specinfer"] == trees["spectr"] and len(trees["spectr"]) == 5
