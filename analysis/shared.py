@@ -171,6 +171,19 @@ def means_sentence(means: pd.DataFrame) -> str:
             "standard errors of the latter).")
 
 
+def headline(answers: pd.DataFrame) -> str:
+    """The README's sentence on the shared-context answers (tests/analysis/test_shared.py checks it is there)."""
+    parts = []
+    for (dataset, temperature), group in answers.groupby(list(FAMILY), sort=True):
+        counts = group["verdict"].value_counts()
+        decided = len(group) - int(counts.get("undecided", 0))
+        parts.append(f"{dataset} at T = {temperature:g} ({int(group['n'].max())} prompts): {decided} of {len(group)} "
+                     f"adjacent comparisons decided ({int(counts.get('reproduced', 0))} reproduced, "
+                     f"{int(counts.get('reversed', 0))} reversed, {int(counts.get('equal within ±0.05', 0))} equal "
+                     "within ±0.05)")
+    return "At shared contexts, " + "; ".join(parts) + "." if parts else ""
+
+
 def pack_shared(root: Path, out: Path) -> list[Path]:
     """One records archive per dataset and temperature of `root` into `out` (byte-identical when its records did not
     change: analysis.archive); returns those written."""

@@ -3,6 +3,7 @@ Holm over each dataset and temperature, and a refusal when two methods replayed 
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -10,6 +11,7 @@ import pytest
 
 from analysis.archive import unpack
 from analysis.shared import (
+    headline,
     load_shared,
     means_sentence,
     pack_shared,
@@ -106,3 +108,10 @@ def test_means_sit_beside_the_own_context_expected_block_efficiency(tmp_path):
     assert "over the 1 method and L cells with both" in means_sentence(means.reset_index())
     assert "+0.050 on average" in means_sentence(means.reset_index())
     assert "1 of 1 beyond 1.96" in means_sentence(means.reset_index())
+
+
+def test_the_readme_states_the_committed_shared_context_answers():
+    root = Path(__file__).resolve().parents[2]
+    shared = root / "docs" / "results" / "embedded-eagle" / "shared.csv"
+    sentence = headline(pd.read_csv(shared))
+    assert sentence and sentence in (root / "README.md").read_text().replace("\n", " ")
