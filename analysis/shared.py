@@ -181,7 +181,23 @@ def headline(answers: pd.DataFrame) -> str:
                      f"adjacent comparisons decided ({int(counts.get('reproduced', 0))} reproduced, "
                      f"{int(counts.get('reversed', 0))} reversed, {int(counts.get('equal within ±0.05', 0))} equal "
                      "within ±0.05)")
-    return "At shared contexts, " + "; ".join(parts) + "." if parts else ""
+    if not parts:
+        return ""
+    return "At shared contexts, " + "; ".join(parts) + "." + undecided_sentence(answers)
+
+
+def undecided_sentence(answers: pd.DataFrame) -> str:
+    """' Undecided: <claim> at L = ... (<dataset>), ...; deciding them would take up to ~N prompts.' or ''."""
+    open_ = answers[answers["verdict"] == "undecided"]
+    if open_.empty:
+        return ""
+    claims = []
+    for (higher, lower), group in open_.groupby(["higher", "lower"], sort=False):
+        where = ", ".join(f"{', '.join(str(int(x)) for x in sorted(rows['L']))} ({dataset})"
+                          for dataset, rows in group.groupby("dataset", sort=True))
+        claims.append(f"{method_label(higher)} ≥ {method_label(lower)} at L = {where}")
+    return (f" Undecided: {'; '.join(claims)}; deciding them would take up to "
+            f"~{int(open_['prompts_to_decide'].max())} prompts.")
 
 
 def pack_shared(root: Path, out: Path) -> list[Path]:

@@ -17,6 +17,7 @@ from analysis.shared import (
     pack_shared,
     shared_answers,
     shared_means,
+    undecided_sentence,
     widths_sentence,
     with_own_widths,
 )
@@ -110,8 +111,26 @@ def test_means_sit_beside_the_own_context_expected_block_efficiency(tmp_path):
     assert "1 of 1 beyond 1.96" in means_sentence(means.reset_index())
 
 
+def test_the_undecided_comparisons_are_named_with_the_prompts_they_need():
+    answers = pd.DataFrame([
+        {"dataset": "xsum_builtin", "L": 4, "higher": "rsd_c", "lower": "spectr", "verdict": "undecided",
+         "prompts_to_decide": 62.0},
+        {"dataset": "dolly_builtin", "L": 5, "higher": "rsd_c", "lower": "spectr", "verdict": "undecided",
+         "prompts_to_decide": 197.0},
+        {"dataset": "dolly_builtin", "L": 2, "higher": "rsd_c", "lower": "spectr", "verdict": "undecided",
+         "prompts_to_decide": 60.0},
+        {"dataset": "dolly_builtin", "L": 3, "higher": "spectr", "lower": "specinfer", "verdict": "reproduced",
+         "prompts_to_decide": np.nan},
+    ])
+    assert undecided_sentence(answers) == (" Undecided: RSD-C ≥ SpecTr at L = 2, 5 (dolly_builtin), 4 (xsum_builtin);"
+                                           " deciding them would take up to ~197 prompts.")
+    assert undecided_sentence(answers[answers["verdict"] != "undecided"]) == ""
+
+
 def test_the_readme_states_the_committed_shared_context_answers():
     root = Path(__file__).resolve().parents[2]
     shared = root / "docs" / "results" / "embedded-eagle" / "shared.csv"
-    sentence = headline(pd.read_csv(shared))
-    assert sentence and sentence in (root / "README.md").read_text().replace("\n", " ")
+    answers = pd.read_csv(shared)
+    readme = (root / "README.md").read_text().replace("\n", " ")
+    for sentence in (headline(answers), widths_sentence(answers)):
+        assert sentence and sentence in readme
