@@ -187,17 +187,17 @@ def headline(answers: pd.DataFrame) -> str:
 
 
 def undecided_sentence(answers: pd.DataFrame) -> str:
-    """' Undecided: <claim> at L = ... (<dataset>), ...; deciding them would take up to ~N prompts.' or ''."""
+    """' Undecided: <claim> (<dataset> L = ...; ...); deciding them would take up to ~N prompts per set.' or ''."""
     open_ = answers[answers["verdict"] == "undecided"]
     if open_.empty:
         return ""
     claims = []
     for (higher, lower), group in open_.groupby(["higher", "lower"], sort=False):
-        where = ", ".join(f"{', '.join(str(int(x)) for x in sorted(rows['L']))} ({dataset})"
+        where = "; ".join(f"{dataset} L = {', '.join(str(int(x)) for x in sorted(rows['L']))}"
                           for dataset, rows in group.groupby("dataset", sort=True))
-        claims.append(f"{method_label(higher)} ≥ {method_label(lower)} at L = {where}")
-    return (f" Undecided: {'; '.join(claims)}; deciding them would take up to "
-            f"~{int(open_['prompts_to_decide'].max())} prompts.")
+        claims.append(f"{method_label(higher)} ≥ {method_label(lower)} ({where})")
+    return (f" Undecided: {', '.join(claims)}; deciding them would take up to "
+            f"~{int(open_['prompts_to_decide'].max())} prompts per set.")
 
 
 def pack_shared(root: Path, out: Path) -> list[Path]:

@@ -122,8 +122,8 @@ def test_the_undecided_comparisons_are_named_with_the_prompts_they_need():
         {"dataset": "dolly_builtin", "L": 3, "higher": "spectr", "lower": "specinfer", "verdict": "reproduced",
          "prompts_to_decide": np.nan},
     ])
-    assert undecided_sentence(answers) == (" Undecided: RSD-C ≥ SpecTr at L = 2, 5 (dolly_builtin), 4 (xsum_builtin);"
-                                           " deciding them would take up to ~197 prompts.")
+    assert undecided_sentence(answers) == (" Undecided: RSD-C ≥ SpecTr (dolly_builtin L = 2, 5; xsum_builtin L = 4);"
+                                           " deciding them would take up to ~197 prompts per set.")
     assert undecided_sentence(answers[answers["verdict"] != "undecided"]) == ""
 
 
