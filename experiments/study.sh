@@ -16,7 +16,8 @@
 #                  (the tree methods with the shapes fixed_compute selected on the Dolly-style set; SD as L = 14)
 #   rates          token rates: the fixed-length grid again on the first RSD_RATES_PROMPTS (default 8, as the
 #                  committed v3 pass) prompts of each set, in one process on an otherwise idle machine (its own
-#                  out_dir; run it alone, note `uptime`); eagle: at T = 1 and at T = 0
+#                  out_dir; run it alone, note `uptime`); eagle: at T = 1 and at T = 0 (RSD_RATES_TEMPERATURES
+#                  picks and orders them, e.g. "0.0 1.0")
 #   archive        the records archives: one per budget directory, byte-identical when its runs did not change
 #   report         the edition's page (and its rates/ page), then the archives
 # Every sweep is resumable: rerun to continue. RSD_WORKERS processes (default 2, one torch thread each) share each
@@ -33,11 +34,12 @@ case "$study" in
   *) echo "unknown study '$study' (RSD_STUDY): use v3 or eagle" >&2; exit 2 ;;
 esac
 stages=${RSD_STAGES:-$default_stages}
+rates_temperatures=${RSD_RATES_TEMPERATURES:-$rates_temperatures}
 rates_prompts=${RSD_RATES_PROMPTS:-8}  # the committed v3 token-rate pass: 8 prompts per set
 docs=docs/results/embedded-$study
 out=results/study/embedded-$study
-echo "[study $study] stages: $stages; RSD_WORKERS=${RSD_WORKERS:-2}; RSD_RATES_PROMPTS=$rates_prompts; extra" \
-  "arguments: ${*:-none}"
+echo "[study $study] stages: $stages; RSD_WORKERS=${RSD_WORKERS:-2}; RSD_RATES_PROMPTS=$rates_prompts;" \
+  "RSD_RATES_TEMPERATURES=$rates_temperatures; extra arguments: ${*:-none}"
 
 worker() { python run.py -m "$@"; }
 
