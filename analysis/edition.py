@@ -20,6 +20,9 @@ from analysis.answers import CLAIMS, answer_cell, answers_markdown, answers_sent
 from analysis.control import control_markdown, control_rows
 from analysis.load import load
 from analysis.names import method_label
+from analysis.rates import costs_markdown, costs_sentence, rate_ratios, step_costs
+from analysis.rates import markdown as rates_markdown
+from analysis.rates import sentence as rates_sentence
 from analysis.report import build_report
 from analysis.shared import (
     load_shared,
@@ -86,9 +89,30 @@ def read_csv(out: Path, name: str) -> pd.DataFrame:
         return pd.DataFrame()
 
 
+def token_rates(out: Path) -> str:
+    """The token-rate section from rates.csv (the quiet pass's ratios to AR), or why it is absent."""
+    rates, costs = read_csv(out, "rates.csv"), read_csv(out, "costs.csv")
+    if rates.empty or costs.empty:
+        return ("The quiet single-process token-rate pass (the study's rates stage, at T = 1 and T = 0) has not run "
+                "yet; the fixed-length runs above shared the machine with a second worker, so their timings are not "
+                "compared.\n")
+    per_set = " (per-set tables with SEs: rates/table_token_rate_ratio.md)" \
+        if (out / "rates" / "table_token_rate_ratio.md").is_file() else ""
+    return ("The study's rates stage: the fixed-length grid again on the first prompts of each set, in one process "
+            "with one torch thread on an otherwise idle machine, float32. The decode token rate counts the tokens "
+            "after the first and excludes prefill; each prompt's rate is divided by the AR run's on the same prompt, "
+            "and a cell is the geometric mean of those ratios over the prompts of the three sets with its 95% CI (a "
+            "paired t interval on log rates) and Holm over the cells of one temperature (analysis/rates.py; "
+            f"rates.csv){per_set}. Timings depend on the machine and its load; another machine, or this one at "
+            "another time, gives other ratios.\n\n" + rates_sentence(rates) + "\n\n" + rates_markdown(rates)
+            + "\nWhy (costs.csv; every set's runs summed, prefill included): a method beats AR exactly when its block "
+            "efficiency exceeds the cost of its step, a target call with its drafting and the rest, in AR steps (AR's "
+            "time per token). " + costs_sentence(costs) + "\n\n" + costs_markdown(costs))
+
+
 def page(out: Path) -> str:
     """README.md of the edition in `out`, from its runs.csv, answers.csv, shared.csv, shared_means.csv, trend.csv,
-    eagle.csv, control.csv, acceptance.csv and the report's expectation, selection and token-rate tables alone."""
+    eagle.csv, control.csv, acceptance.csv, rates.csv, costs.csv and the expectation and selection tables alone."""
     runs, answers, shared = read_csv(out, "runs.csv"), read_csv(out, "answers.csv"), read_csv(out, "shared.csv")
     means = read_csv(out, "shared_means.csv")
     eagle, acceptance = read_csv(out, "eagle.csv"), read_csv(out, "acceptance.csv")
@@ -119,8 +143,11 @@ def page(out: Path) -> str:
         "same); the acceptance table below gives the token-weighted value beside it. An undecided cell's "
         "\"~N prompts\" is how many paired prompts would decide it if its observed gap and spread held "
         "(significant after Bonferroni over its table, or bounded within ±0.05, whichever needs fewer; normal "
-        "approximation): a planning estimate for adding prompts, not a result. For pooled rows N counts the "
-        "prompts of every pooled set together.",
+        "approximation): a planning estimate for adding prompts, not a result. A row named by several sets joined "
+        "with + is a cross-set average: each prompt's difference is paired within its own set, and the mean weighs "
+        "every prompt of those sets the same, so it says whether an ordering holds on average over the three prompt "
+        "distributions, not on any one of them (the per-set rows say that); its N counts the prompts of every "
+        "pooled set together.",
         "",
         answers_sentence(answers),
         "",
@@ -178,10 +205,7 @@ def page(out: Path) -> str:
         included(out / "table_expectation.md", "No drafting run records its exact expected yield yet."),
         "## Token rates",
         "",
-        included(out / "rates" / "table_token_rate_ratio.md",
-                 "The quiet single-process token-rate pass (the study's rates stage, at T = 1 and T = 0) has not run "
-                 "yet; the fixed-length runs above shared the machine with a second worker, so their timings are "
-                 "not compared."),
+        token_rates(out),
         "## Regenerating and resuming",
         "",
         "The records of every run are in runs/ as archives. `python -m analysis.archive unpack "
@@ -189,16 +213,18 @@ def page(out: Path) -> str:
         "then decodes only what is missing of the study's grid (every stage) and regenerates this folder; "
         "`python -m analysis.edition results/study/embedded-eagle --out docs/results/embedded-eagle` regenerates it "
         "from the records alone (add `--shared results/study/embedded-eagle-shared` after `python -m analysis.archive "
-        "unpack docs/results/embedded-eagle/shared results/study` for the shared-context section).",
+        "unpack docs/results/embedded-eagle/shared results/study` for the shared-context section, and `--rates "
+        "results/study/embedded-eagle-rates` after `python -m analysis.archive unpack "
+        "docs/results/embedded-eagle/rates/runs results/study` for the token rates).",
         "",
     ])
 
 
 def write_edition(results: Sequence[Path | str], out: Path, control: Path | None = None,
-                  shared: Path | None = None) -> list[Path]:
+                  shared: Path | None = None, rates: Path | None = None) -> list[Path]:
     """The report of `results` in `out` (compact), then answers.csv, trend.csv, eagle.csv, acceptance.csv, with
     `control` (the v3 control pass's results) control.csv, with `shared` (the shared-context records) shared.csv,
-    and README.md."""
+    with `rates` (the quiet token-rate pass's results) rates.csv and costs.csv, and README.md."""
     report = build_report(results, out, compact=True)
     if control is not None:
         ctl = load([control])
@@ -216,6 +242,11 @@ def write_edition(results: Sequence[Path | str], out: Path, control: Path | None
         with_own_widths(shared_answers(records), answers).to_csv(out / "shared.csv", index=False)
         shared_means(records, report.tables.runs).to_csv(out / "shared_means.csv", index=False)
         written += [out / "shared.csv", out / "shared_means.csv"]
+    if rates is not None:
+        timed = load([rates])
+        rate_ratios(timed.prompts, timed.runs).to_csv(out / "rates.csv", index=False)
+        step_costs(timed.runs).to_csv(out / "costs.csv", index=False)
+        written += [out / "rates.csv", out / "costs.csv"]
     (out / "README.md").write_text(page(out))
     return [*written, out / "README.md"]
 
@@ -226,8 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="the edition's folder")
     parser.add_argument("--control", type=Path, help="the control pass's results (draft v3 on the same prompts)")
     parser.add_argument("--shared", type=Path, help="the shared-context records (experiments/shared_contexts.py)")
+    parser.add_argument("--rates", type=Path, help="the quiet token-rate pass's results (the study's rates stage)")
     args = parser.parse_args(argv)
-    files = write_edition(args.results, args.out, args.control, args.shared)
+    files = write_edition(args.results, args.out, args.control, args.shared, args.rates)
     print(f"edition ({len(files)} files): {args.out}")
     return 0
 

@@ -118,6 +118,7 @@ for stage in $stages; do
         extra=()
         [ ! -d "$out-control" ] || extra+=(--control "$out-control")
         [ ! -d "$out-shared" ] || extra+=(--shared "$out-shared")
+        [ ! -d "$out-rates" ] || extra+=(--rates "$out-rates")
         python -m analysis.edition "$out" --out "$docs" "${extra[@]}"
         [ ! -d "$out-control" ] || python -m analysis.report "$out-control" --out "$docs/control" --compact
       else

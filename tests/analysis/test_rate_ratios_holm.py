@@ -1,8 +1,7 @@
-"""experiments/rate_ratios.py over several cells: the p values and the table's marks are Holm-adjusted over them all."""
+"""analysis/rates.py over several cells: the p values and the table's marks are Holm-adjusted over them all."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import numpy as np
@@ -10,11 +9,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from helpers.config import ROOT
-
-spec = importlib.util.spec_from_file_location("rate_ratios", ROOT / "experiments" / "rate_ratios.py")
-rate_ratios = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(rate_ratios)
+from analysis import rates as rate_ratios
+from analysis.stats import holm
 
 AR_RATE = 20.0
 # per-prompt log(rate / AR rate) of three cells: clearly faster, p = 0.027 alone (not after Holm over 3), no change
@@ -44,9 +40,21 @@ def test_p_values_and_marks_are_holm_adjusted_over_every_cell() -> None:
     third = max(second, min(1.0, raw[("rsd_c", 4)]))
     assert raw[("sd", 4)] < 0.05 < second
     np.testing.assert_allclose([table.loc[cell, "p_holm"] for cell in LOG_RATIOS], [first, second, third], rtol=1e-9)
-    lines = rate_ratios.markdown(rate_ratios.rate_ratios(prompts())).splitlines()
-    cells = {row[0]: row[1:] for row in ([c.strip() for c in line.strip("|").split("|")] for line in lines[2:4])}
-    assert lines[0].startswith("| method | x = 2 | x = 4 |") and set(cells) == {"SD", "RSD-C"}
+    lines = rate_ratios.markdown(rate_ratios.rate_ratios(prompts())).strip().splitlines()
+    cells = {row[0]: row[1:] for row in ([c.strip() for c in line.strip("|").split("|")] for line in lines[4:6])}
+    assert lines[2].startswith("| method | L = 2 | L = 4 |") and set(cells) == {"SD", "RSD-C"}
     assert cells["SD"][0].endswith(")*") and cells["SD"][1].endswith(")")  # x = 2 marked, x = 4 not
     assert cells["RSD-C"] == ["", cells["RSD-C"][1]] and "*" not in cells["RSD-C"][1]
     assert "Holm p < 0.05 over the 3 cells" in lines[-1]
+
+
+def test_each_temperature_is_its_own_holm_family_and_sentence() -> None:
+    """The same cells at two temperatures: each temperature's p-values are adjusted over its own 3 cells only, and
+    the generated sentence counts and names each temperature's faster cells from the table."""
+    table = rate_ratios.rate_ratios(pd.concat([prompts().assign(temperature=t) for t in (0.0, 1.0)]))
+    assert len(table) == 6
+    for _, cells in table.groupby("temperature"):
+        np.testing.assert_allclose(cells["p_holm"], holm(cells["p"]))
+    words = rate_ratios.sentence(table)
+    assert words.count("1 of 3 cells faster than AR, 0 slower, 2 undecided") == 2
+    assert "At T = 0: " in words and "At T = 1: " in words and "faster: SD at L = 2 1.65 (" in words
