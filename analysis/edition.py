@@ -20,7 +20,7 @@ from analysis.answers import CLAIMS, answer_cell, answers_markdown, answers_sent
 from analysis.control import control_markdown, control_rows
 from analysis.load import load
 from analysis.names import method_label
-from analysis.rates import costs_markdown, costs_sentence, rate_ratios, step_costs
+from analysis.rates import costs_markdown, costs_sentence, rate_ratios, same_work_sentence, step_costs
 from analysis.rates import markdown as rates_markdown
 from analysis.rates import sentence as rates_sentence
 from analysis.report import build_report
@@ -98,16 +98,25 @@ def token_rates(out: Path) -> str:
                 "compared.\n")
     per_set = " (per-set tables with SEs: rates/table_token_rate_ratio.md)" \
         if (out / "rates" / "table_token_rate_ratio.md").is_file() else ""
-    return ("The study's rates stage: the fixed-length grid again on the first prompts of each set, in one process "
-            "with one torch thread on an otherwise idle machine, float32. The decode token rate counts the tokens "
-            "after the first and excludes prefill; each prompt's rate is divided by the AR run's on the same prompt, "
-            "and a cell is the geometric mean of those ratios over the prompts of the three sets with its 95% CI (a "
-            "paired t interval on log rates) and Holm over the cells of one temperature (analysis/rates.py; "
-            f"rates.csv){per_set}. Timings depend on the machine and its load; another machine, or this one at "
-            "another time, gives other ratios.\n\n" + rates_sentence(rates) + "\n\n" + rates_markdown(rates)
-            + "\nWhy (costs.csv; every set's runs summed, prefill included): a method beats AR exactly when its block "
-            "efficiency exceeds the cost of its step, a target call with its drafting and the rest, in AR steps (AR's "
-            "time per token). " + costs_sentence(costs) + "\n\n" + costs_markdown(costs))
+    intro = ("The study's rates stage: the fixed-length grid again on the first prompts of each set, in one "
+             "process with one torch thread on an otherwise idle machine, float32. The decode token rate counts the "
+             "tokens after the first and excludes prefill; each prompt's rate is divided by the AR run's on the same "
+             "prompt, and a cell is the geometric mean of those ratios over the prompts of one set with its 95% CI "
+             "(a paired t interval on log rates), Holm over the cells of its table (one set and temperature; "
+             f"analysis/rates.py; rates.csv){per_set}. Sets are never pooled. A CI covers the spread over prompts; "
+             "it does not cover a drift of the machine between the AR run and a method's run, which are minutes "
+             "apart on a shared VM. Timings depend on the machine and its load; another machine, or this one at "
+             "another time, gives other ratios.")
+    why = ("Why (costs.csv; a run's prompts summed, prefill included): a method beats AR exactly when its block "
+           "efficiency exceeds the cost of its step, a target call with its drafting and the rest, in AR steps (the "
+           "AR run's time per token on the same set). " + costs_sentence(costs) + " " + same_work_sentence(costs))
+    parts = [intro, rates_sentence(rates), rates_markdown(rates) + "\n" + why, costs_markdown(costs)]
+    if (out / "speedup.txt").is_file():
+        parts += ["Interleaved check (speedup.txt): where a ratio above 1 had a CI that included 1, "
+                  "benchmarks/speedup.py ran the method against AR on all 48 evaluation prompts of that set, "
+                  "interleaved prompt by prompt, so a drift of the machine hits both alike. Its output, verbatim:",
+                  "```\n" + (out / "speedup.txt").read_text().strip() + "\n```\n"]
+    return "\n\n".join(parts)
 
 
 def page(out: Path) -> str:
@@ -143,11 +152,9 @@ def page(out: Path) -> str:
         "same); the acceptance table below gives the token-weighted value beside it. An undecided cell's "
         "\"~N prompts\" is how many paired prompts would decide it if its observed gap and spread held "
         "(significant after Bonferroni over its table, or bounded within ±0.05, whichever needs fewer; normal "
-        "approximation): a planning estimate for adding prompts, not a result. A row named by several sets joined "
-        "with + is a cross-set average: each prompt's difference is paired within its own set, and the mean weighs "
-        "every prompt of those sets the same, so it says whether an ordering holds on average over the three prompt "
-        "distributions, not on any one of them (the per-set rows say that); its N counts the prompts of every "
-        "pooled set together.",
+        "approximation): a planning estimate for adding prompts, not a result. Every comparison on this page is "
+        "within one prompt set: the three sets come from different prompt distributions, so none is averaged "
+        "across them.",
         "",
         answers_sentence(answers),
         "",
@@ -225,14 +232,15 @@ def write_edition(results: Sequence[Path | str], out: Path, control: Path | None
     """The report of `results` in `out` (compact), then answers.csv, trend.csv, eagle.csv, acceptance.csv, with
     `control` (the v3 control pass's results) control.csv, with `shared` (the shared-context records) shared.csv,
     with `rates` (the quiet token-rate pass's results) rates.csv and costs.csv, and README.md."""
-    report = build_report(results, out, compact=True)
+    report = build_report(results, out, compact=True, pool_sets=False)
     if control is not None:
         ctl = load([control])
         frame = control_rows((report.tables.runs, report.tables.prompts), (ctl.runs, ctl.prompts))
         frame.to_csv(out / "control.csv", index=False)
     answers = ordering_answers(report.pairs) if len(report.pairs) else pd.DataFrame()
     written = list(report.files)
-    trend = trend_rows(best_shapes(report.tables.runs, report.tables.prompts, errors=False), report.tables.prompts)
+    trend = trend_rows(best_shapes(report.tables.runs, report.tables.prompts, errors=False), report.tables.prompts,
+                       pool_sets=False)
     for name, frame in (("answers.csv", answers), ("eagle.csv", eagle_rows(report.pairs)), ("trend.csv", trend),
                         ("acceptance.csv", acceptance_frame(report.tables))):
         frame.to_csv(out / name, index=False)

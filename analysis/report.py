@@ -102,10 +102,12 @@ def write_figures(tables: Tables, out: Path, compact: bool = False) -> list[Path
     return [path for stem, fig in figures(tables) for path in save(fig, fig_dir / stem, formats)]
 
 
-def build_report(inputs: Iterable[Path | str], out: Path | str, compact: bool = False) -> Report:
+def build_report(inputs: Iterable[Path | str], out: Path | str, compact: bool = False,
+                 pool_sets: bool = True) -> Report:
     """Load every usable completed run under `inputs` and write the tables, markdown and figures into `out`.
 
-    `compact` (a report to commit): the runs table as CSV, the markdown tables and PNG figures only.
+    `compact` (a report to commit): the runs table as CSV, the markdown tables and PNG figures only. `pool_sets`:
+    also compare methods on the prompts of every dataset together (pooled_best); off, every comparison is per set.
     """
     out, inputs = Path(out), list(inputs)
     if out.exists() and not out.is_dir():
@@ -116,7 +118,7 @@ def build_report(inputs: Iterable[Path | str], out: Path | str, compact: bool = 
     markdown = all_tables(tables.runs, tables.prompts)
     best = best_shapes(tables.runs, tables.prompts)
     optimum = optimum_table(best)
-    pooled = pooled_best(best, tables.prompts)
+    pooled = pooled_best(best, tables.prompts) if pool_sets else pd.DataFrame()
     pairs = all_pairs(best, tables.runs, tables.prompts, pooled)
     best = pd.concat([best, pooled], ignore_index=True) if len(pooled) else best
     markdown["pairs"] = pairs_markdown(best, pairs)

@@ -118,15 +118,20 @@ def selection_columns(summary: Mapping[str, Any]) -> dict:
             "selected_by": str(sel.get("selected_by") or ""), "selection_rank": nan_if_none(sel.get("rank"))}
 
 
-def provenance(run_dir: Path) -> dict:
-    """From run.json's environment: `load_average` (1-minute load when the run started, NaN unrecorded),
-    `cpu_count`, `git_sha`, `git_tree` ('clean', 'modified', or '' where the run predates the flag) and
-    `git_diff_sha256` (of `git diff HEAD` in a modified tree)."""
+def environment(run_dir: Path) -> Mapping:
+    """run.json's environment (what the run was timed on); empty when unreadable or unrecorded."""
     try:
         env = json.loads((run_dir / "run.json").read_text(encoding="utf-8")).get("environment") or {}
     except (OSError, ValueError, AttributeError):
         env = {}
-    env = env if isinstance(env, Mapping) else {}
+    return env if isinstance(env, Mapping) else {}
+
+
+def provenance(run_dir: Path) -> dict:
+    """From run.json's environment: `load_average` (1-minute load when the run started, NaN unrecorded),
+    `cpu_count`, `git_sha`, `git_tree` ('clean', 'modified', or '' where the run predates the flag) and
+    `git_diff_sha256` (of `git diff HEAD` in a modified tree)."""
+    env = environment(run_dir)
     load_average = env.get("load_average")
     dirty = env.get("rsd_git_dirty")
     return {"load_average": float(load_average[0]) if isinstance(load_average, list) and load_average else NAN,

@@ -46,16 +46,17 @@ def slopes(gaps: pd.DataFrame) -> np.ndarray:
 
 
 def trend_rows(best: pd.DataFrame, prompts: pd.DataFrame, metric: str = "expected_block_efficiency",
-               claims: Sequence[tuple[str, str]] = TREND_CLAIMS) -> pd.DataFrame:
-    """One row per setting (each dataset, and pooled over the datasets that ran) and claim at fixed compute: the
-    points, the mean gap at the smallest and largest B, the change across the grid with its CI, p and Holm p."""
+               claims: Sequence[tuple[str, str]] = TREND_CLAIMS, pool_sets: bool = True) -> pd.DataFrame:
+    """One row per setting (each dataset, and with `pool_sets` pooled over the datasets that ran) and claim at fixed
+    compute: the points, the mean gap at the smallest and largest B, the change across the grid with its CI, p and
+    Holm p."""
     fixed = best[best["budget"] == "fixed_compute"]
     rows = []
     for keys, group in fixed.groupby(OTHER, sort=True, dropna=False):  # seeds are pooled in `best`
         for higher, lower in claims:
             per_set = {ds: prompt_gaps(g, prompts, higher, lower, metric) for ds, g in group.groupby("dataset")}
             per_set = {ds: gaps for ds, gaps in per_set.items() if gaps.shape[1] > 1}
-            if len(per_set) > 1:
+            if pool_sets and len(per_set) > 1:
                 per_set["+".join(sorted(per_set))] = pd.concat(per_set.values())
             for dataset, gaps in per_set.items():
                 span = gaps.columns.max() - gaps.columns.min()

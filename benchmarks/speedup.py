@@ -32,6 +32,7 @@ METHODS = {
     "ar": AR,
     "sd L=4": lambda: SD(4),
     "pld L=4": lambda: PLD(4),
+    "pld L=5": lambda: PLD(5),
     "specinfer 3x4": lambda: SpecInfer(3, 4),
     "spectr 3x4": lambda: SpecTr(3, 4),
     "rsd_c 3-1-1-1": lambda: RSDC([3, 1, 1, 1]),
@@ -58,7 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pair", choices=sorted(PAIRS), default="embedded")
     ap.add_argument("--reference", choices=sorted(PAIRS), help="also run the drafted methods on this pair's draft")
     ap.add_argument("--dtype", default="auto", help="float32, bfloat16, or auto (this machine's fast dtype)")
-    ap.add_argument("--prompts", type=int, default=4, help="per built-in set (three sets)")
+    ap.add_argument("--prompts", type=int, default=4, help="per built-in set")
+    ap.add_argument("--sets", default=",".join(SETS), help="comma-separated built-in sets (default: all three)")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--temperatures", default="1,0")
     ap.add_argument("--methods", default="all", help="comma-separated labels of METHODS, or 'all'")
@@ -66,6 +68,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.reference and PAIRS[args.reference]["target"] != PAIRS[args.pair]["target"]:
         ap.error(f"--reference {args.reference} has another target than --pair {args.pair}: rates are comparable only "
                  "on the same target")
+    sets = args.sets.split(",")
+    unknown = sorted(set(sets) - set(SETS))
+    if unknown:
+        ap.error(f"--sets {','.join(unknown)}: unknown; the built-in sets are {', '.join(SETS)}")
     torch.set_num_threads(1)
     dtype = resolve_dtype(args.dtype, "cpu")
     pairs = {name: load_pair(ModelPairConfig.from_dict({**PAIRS[name], "dtype": dtype, "device": "cpu"}))
@@ -74,11 +80,11 @@ def main(argv: list[str] | None = None) -> None:
     labels = list(METHODS) if args.methods == "all" else ["ar"] + [m for m in args.methods.split(",") if m != "ar"]
     rows = [(args.pair, m) for m in labels] + [(args.reference, m) for m in labels
                                                if args.reference and METHODS[m]().uses_draft_model]
-    prompts = [(f"{s}-{i}", pair.encode_prompt(ex.prompt)) for s in SETS for i, ex in
+    prompts = [(f"{s}-{i}", pair.encode_prompt(ex.prompt)) for s in sets for i, ex in
                enumerate(load_builtin(s)[: args.prompts])]
     print(f"$ {command()}\n# {machine()}\n# pair {args.pair}" + (f" (rows 'ref': {args.reference}'s draft)"
                                                                  if args.reference else "")
-          + f" in {dtype}; {len(prompts)} prompts (three built-in sets) x {args.max_new_tokens} new tokens; "
+          + f" in {dtype}; {len(prompts)} prompts ({', '.join(sets)}) x {args.max_new_tokens} new tokens; "
           "methods interleaved prompt by prompt")
     for temperature in (float(t) for t in args.temperatures.split(",")):
         params = SamplingParams(temperature)

@@ -3,6 +3,8 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
@@ -40,3 +42,14 @@ def test_speedup_prints_ratios_with_cis_and_per_position_acceptance(capsys):
         be, accs = float(row[1 if row[0] == "ar" else 2]), [float(x) for x in row[-4:]]  # labels: 1 or 2 words
         assert accs == sorted(accs, reverse=True) and be <= 1 + sum(accs) + 0.006, row
     assert all("(" in " ".join(r) and "p=" in " ".join(r) for r in rows[1:])
+
+
+def test_speedup_refuses_an_unknown_set_before_loading_a_model(capsys):
+    sys.path.insert(0, str(BENCH))
+    try:
+        import speedup
+    finally:
+        sys.path.remove(str(BENCH))
+    with pytest.raises(SystemExit) as exit_:
+        speedup.main(["--pair", "tiny", "--sets", "xsum_builtin,nope"])
+    assert exit_.value.code == 2 and "--sets nope: unknown; the built-in sets are" in capsys.readouterr().err

@@ -80,3 +80,12 @@ def test_an_undecided_claim_says_how_many_prompts_would_decide_it():
 
 def test_the_committed_page_is_what_its_tables_say():
     assert (EDITION / "README.md").read_text() == page(EDITION), "rerun: python -m analysis.edition ..."
+
+
+def test_the_committed_edition_never_averages_across_prompt_sets():
+    """Every comparison of the third edition is within one prompt set (write_edition builds without pooled rows)."""
+    for name in ("answers.csv", "eagle.csv", "trend.csv", "pairs.csv", "rates.csv", "costs.csv"):
+        path = EDITION / name
+        if path.is_file() and path.stat().st_size > 1:
+            datasets = pd.read_csv(path, keep_default_na=False)["dataset"].astype(str)
+            assert not datasets.str.contains("+", regex=False).any(), name

@@ -21,10 +21,11 @@ LOG_RATIOS = {("sd", 2): [0.5, 0.52, 0.48, 0.51, 0.49, 0.5],
 
 def prompts() -> pd.DataFrame:
     rows = []
+    table = {"dataset": "d", "prompt_set": "p", "temperature": 1.0}
     for i in range(6):
-        rows.append({"dataset": "d", "prompt_id": f"p{i}", "method": "ar", "x": math.nan, "decode_token_rate": AR_RATE})
+        rows.append({**table, "prompt_id": f"p{i}", "method": "ar", "x": math.nan, "decode_token_rate": AR_RATE})
         for (method, x), logs in LOG_RATIOS.items():
-            rows.append({"dataset": "d", "prompt_id": f"p{i}", "method": method, "x": x,
+            rows.append({**table, "prompt_id": f"p{i}", "method": method, "x": x,
                          "decode_token_rate": AR_RATE * math.exp(logs[i])})
     return pd.DataFrame(rows)
 
@@ -45,7 +46,7 @@ def test_p_values_and_marks_are_holm_adjusted_over_every_cell() -> None:
     assert lines[2].startswith("| method | L = 2 | L = 4 |") and set(cells) == {"SD", "RSD-C"}
     assert cells["SD"][0].endswith(")*") and cells["SD"][1].endswith(")")  # x = 2 marked, x = 4 not
     assert cells["RSD-C"] == ["", cells["RSD-C"][1]] and "*" not in cells["RSD-C"][1]
-    assert "Holm p < 0.05 over the 3 cells" in lines[-1]
+    assert "Holm p < 0.05 over the table's 3 cells" in lines[-1]
 
 
 def test_each_temperature_is_its_own_holm_family_and_sentence() -> None:
@@ -56,5 +57,5 @@ def test_each_temperature_is_its_own_holm_family_and_sentence() -> None:
     for _, cells in table.groupby("temperature"):
         np.testing.assert_allclose(cells["p_holm"], holm(cells["p"]))
     words = rate_ratios.sentence(table)
-    assert words.count("1 of 3 cells faster than AR, 0 slower, 2 undecided") == 2
-    assert "At T = 0: " in words and "At T = 1: " in words and "faster: SD at L = 2 1.65 (" in words
+    assert words.count("1 of 3 cells (1 table(s)) faster than AR, 0 slower, 2 undecided") == 2
+    assert "At T = 0: " in words and "At T = 1: " in words and "faster: SD at L = 2 on d (p) 1.65 (" in words

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.stats import holm
 from analysis.trend import trend_markdown, trend_rows, verdict
 
 SETTING = {"model_pair": "m", "draft": "d", "mix": "", "dtype": "float32", "prompt_set": "p", "temperature": 1.0,
@@ -50,3 +51,12 @@ def test_datasets_are_also_pooled_and_holm_runs_over_every_row():
     assert list(frame["dataset"]) == ["a", "b", "a+b"] and list(frame["n"]) == [40, 40, 80]
     assert (frame["p_holm"] >= frame["p"]).all()
     assert "| a+b | 1.0 | RSD-S − SpecTr | 6..30 |" in trend_markdown(frame)
+
+
+def test_without_pooling_every_row_is_one_set():
+    """The third edition never averages across prompt sets: pool_sets=False keeps only the per-set rows, with Holm
+    over them."""
+    best, prompts = frames(growth=0.004, datasets=("a", "b"))
+    frame = trend_rows(best, prompts, claims=[("rsd_s", "spectr")], pool_sets=False)
+    assert list(frame["dataset"]) == ["a", "b"] and list(frame["n"]) == [40, 40]
+    np.testing.assert_allclose(frame["p_holm"], holm(frame["p"]))
