@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -84,24 +85,31 @@ def table_words(dataset: str, prompt_set: str, temperature: float) -> str:
     return f"{dataset} ({prompt_set}), {temperature_words(temperature)}"
 
 
-def markdown(table: pd.DataFrame) -> str:
-    """Per table (set and temperature): methods as rows, budget points as columns; cells `ratio (low, high)`, `*`
-    where Holm p < 0.05 over that table's cells."""
+def tables_markdown(frame: pd.DataFrame, what: str, cell: Callable[[Any], str],
+                    note: Callable[[pd.DataFrame], str] | None = None) -> str:
+    """Per table (set, prompt set and temperature) of `frame`: a bold title naming it and `what`, methods as rows,
+    budget points as columns, `cell(row)` in each cell, and `note(cells)` under it."""
     out = []
-    for (temperature, dataset, prompt_set), cells_t in table.groupby(["temperature", "dataset", "prompt_set"],
+    for (temperature, dataset, prompt_set), cells_t in frame.groupby(["temperature", "dataset", "prompt_set"],
                                                                       sort=True, dropna=False):
         xs = sorted(cells_t["x"].unique())
-        lines = [f"**{table_words(dataset, prompt_set, temperature)}** (decode token rate / AR's, 95% CI)", "",
+        lines = [f"**{table_words(dataset, prompt_set, temperature)}** ({what})", "",
                  "| method | " + " | ".join(point(x) for x in xs) + " |", "|---|" + "---:|" * len(xs)]
         for method, group in cells_t.groupby("method", sort=False):
-            cells = {r.x: f"{r.ratio:.2f} ({r.low:.2f}, {r.high:.2f}){'*' if r.p_holm < ALPHA else ''}"
-                     for r in group.itertuples()}
+            cells = {r.x: cell(r) for r in group.itertuples()}
             lines.append(f"| {method_label(method)} | " + " | ".join(cells.get(x, "") for x in xs) + " |")
-        n = int(cells_t["prompts"].max())
-        lines += ["", f"{n} prompts per cell; * differs from 1 with Holm p < 0.05 over the table's {len(cells_t)} "
-                      "cells."]
+        lines += ["", note(cells_t)] if note else []
         out.append("\n".join(lines))
     return "\n\n".join(out) + "\n"
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """Per table: cells `ratio (low, high)`, `*` where Holm p < 0.05 over that table's cells."""
+    return tables_markdown(
+        table, "decode token rate / AR's, 95% CI",
+        lambda r: f"{r.ratio:.2f} ({r.low:.2f}, {r.high:.2f}){'*' if r.p_holm < ALPHA else ''}",
+        lambda cells: f"{int(cells['prompts'].max())} prompts per cell; * differs from 1 with Holm p < 0.05 over the "
+                      f"table's {len(cells)} cells.")
 
 
 def cell_words(row: pd.Series) -> str:
@@ -161,21 +169,10 @@ def step_costs(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def costs_markdown(costs: pd.DataFrame) -> str:
-    """Per table (set and temperature): methods as rows, budget points as columns; cells `BE / step cost (target +
-    draft)`."""
-    out = []
-    for (temperature, dataset, prompt_set), cells_t in costs.groupby(["temperature", "dataset", "prompt_set"],
-                                                                      sort=True, dropna=False):
-        xs = sorted(cells_t["x"].unique())
-        title = table_words(dataset, prompt_set, temperature)
-        lines = [f"**{title}** (block efficiency / a step's cost in AR steps, of it target call + drafting)", "",
-                 "| method | " + " | ".join(point(x) for x in xs) + " |", "|---|" + "---:|" * len(xs)]
-        for method, group in cells_t.groupby("method", sort=False):
-            cells = {r.x: f"{r.block_efficiency:.2f} / {r.step_cost:.2f} ({r.target_cost:.2f} + {r.draft_cost:.2f})"
-                     for r in group.itertuples()}
-            lines.append(f"| {method_label(method)} | " + " | ".join(cells.get(x, "") for x in xs) + " |")
-        out.append("\n".join(lines))
-    return "\n\n".join(out) + "\n"
+    """Per table: cells `BE / step cost (target + draft)`, in AR steps."""
+    return tables_markdown(
+        costs, "block efficiency / a step's cost in AR steps, of it target call + drafting",
+        lambda r: f"{r.block_efficiency:.2f} / {r.step_cost:.2f} ({r.target_cost:.2f} + {r.draft_cost:.2f})")
 
 
 def costs_sentence(costs: pd.DataFrame) -> str:
