@@ -20,7 +20,7 @@ from rsd.harness.schema import ModelPairConfig
 from rsd.models.adapter import CausalLM
 from rsd.models.pairs import load_pair
 
-QS = (1, 2, 4, 8, 13, 16, 31)
+QS = (1, 2, 3, 4, 5, 6, 8, 13, 16, 31)  # 2..6: what a chain or a small tree verifies at L = 1..5
 
 
 def median_s(fn, reps: int) -> float:
@@ -60,9 +60,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", choices=sorted(PAIRS), default="embedded")
     ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--qs", default=",".join(map(str, QS)), help="tokens per forward, comma-separated")
     args = ap.parse_args()
     torch.set_num_threads(1)
     dtypes = args.dtypes.split(",")
+    qs = [int(q) for q in args.qs.split(",")]
     pair = load_pair(ModelPairConfig.from_dict({**PAIRS[args.pair], "dtype": "float32", "device": "cpu"}))
     bw = bandwidth_bytes_per_s()
     rate = {d: matmul_flops_per_s(getattr(torch, d)) for d in dtypes}
@@ -75,7 +77,7 @@ def main() -> None:
                 + " ".join(f"{d + ' ms':>14} {'x q=1':>6} {'x bytes':>7} {'x flops':>7}" for d in dtypes))
         print(head + "\n" + "-" * len(head))
         first: dict[str, float] = {}
-        for q in QS:
+        for q in qs:
             cells = []
             for d in dtypes:
                 t = forward_s(lms[d], q)
