@@ -3,7 +3,8 @@ prompts (the study's control stage), paired prompt by prompt; and each tree meth
 
 For every dataset, temperature, budget point and method that ran with both drafts: the feature head's level minus
 v3's (per-prompt differences, 95% t interval, Holm over the table), and the method's gain over SD under each draft
-(mean over the shared prompts). A gain that is larger with the head comes from the draft, not the method.
+(mean over the shared prompts). A gain that is larger with the head comes from the draft, not the method. Methods
+that use no draft model (AR, PLD: 0 draft parameters) decode the same tokens under either pair and are left out.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ def control_rows(head: tuple[pd.DataFrame, pd.DataFrame], v3: tuple[pd.DataFrame
     """One row per point and method run with both drafts: head - v3 with CI and Holm p, and the gain over SD under
     each draft. `head` and `v3` are (runs, prompts) tables of a report (analysis.load)."""
     (head_runs, head_prompts), (v3_runs, v3_prompts) = head, v3
+    drafted = set(head_runs.loc[head_runs["draft_params"] > 0, "method"])
     a = _levels(best_shapes(head_runs, head_prompts, errors=False), head_prompts, metric)
     b = _levels(best_shapes(v3_runs, v3_prompts, errors=False), v3_prompts, metric)
     rows = []
-    for key in sorted(set(a) & set(b), key=str):
+    for key in sorted((k for k in set(a) & set(b) if k[-1] in drafted), key=str):
         common = a[key].index.intersection(b[key].index)
         diff = paired(a[key].loc[common].to_numpy(float), b[key].loc[common].to_numpy(float))
         sd = (*key[:-1], "sd")
@@ -52,6 +54,22 @@ def control_rows(head: tuple[pd.DataFrame, pd.DataFrame], v3: tuple[pd.DataFrame
     return frame
 
 
+def control_sentence(frame: pd.DataFrame, alpha: float = 0.05) -> str:
+    """Per dataset and temperature: for how many methods the head's level is significantly higher or lower than
+    v3's after Holm, and the mean gain over SD of the other methods with each draft."""
+    parts = []
+    for (dataset, temperature), group in frame.groupby(["dataset", "temperature"], sort=True):
+        higher = int(((group["p_holm"] < alpha) & (group["diff"] > 0)).sum())
+        lower = int(((group["p_holm"] < alpha) & (group["diff"] < 0)).sum())
+        others = group.dropna(subset=["gain_over_sd_head", "gain_over_sd_v3"])
+        gains = (f"; the other methods' mean gain over SD is {signed(others['gain_over_sd_head'].mean())} with the "
+                 f"head and {signed(others['gain_over_sd_v3'].mean())} with v3" if len(others) else "")
+        parts.append(f"{dataset} at T = {temperature:g}: of {len(group)} cells (method and point), the head is higher "
+                     f"in {higher}, lower in {lower}, not different after Holm in {len(group) - higher - lower} "
+                     f"(median difference {signed(group['diff'].median())}){gains}")
+    return "; ".join(parts) + "."
+
+
 def control_markdown(frame: pd.DataFrame) -> str:
     if frame.empty:
         return "The control pass (draft v3 on the same prompts, the study's control stage) has not run yet.\n"
@@ -63,6 +81,6 @@ def control_markdown(frame: pd.DataFrame) -> str:
         lines.append(f"| {r['dataset']} | {r['temperature']} | {point} | {method_label(r['method'])} | "
                      f"{r['head']:.3f} | {r['v3']:.3f} | {signed(r['diff'])} ({signed(r['low'])}, "
                      f"{signed(r['high'])}) | {r['p_holm']:.3f} | {gains[0]} | {gains[1]} |")
-    return "\n".join(lines) + "\n\n" + (
+    return control_sentence(frame) + "\n\n" + "\n".join(lines) + "\n\n" + (
         f"{frame['metric'].iloc[0]} per method with each draft on the same prompts (n per row); gains over SD are "
         "means over the same prompts, with each draft (analysis/control.py).\n")

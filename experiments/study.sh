@@ -8,8 +8,8 @@
 #   fixed_length   L = 2..5, every built-in method + AR + PLD (+ EAGLE-2), T = 1, the three built-in sets, 48 prompts
 #   fixed_compute  B = 6..30, depth <= 5, shapes selected on 8 tuning prompts per set (16 new tokens each)
 #   temperature    the fixed-length grid at T = 0.6 on the Dolly-style and XSum-style sets
-#   control        (eagle only) the v3 draft's fixed-length grid in float32 on the same prompts, into $out-control:
-#                  how much of each gap the draft makes
+#   control        (eagle only) the v3 draft's fixed-length grid in float32 on the same prompts (the methods that
+#                  use a draft), into $out-control: how much of each gap the draft makes
 #   shared         (eagle only) the paper's five methods at shared contexts, L = 2..5, T = 1, the three sets, 48 prompts
 #                  (experiments/shared_contexts.py; two processes split the lengths), into $out-shared
 #   dial           (v3 only: a feature head cannot be mixed) the acceptance dial, a = 0..0.9, at L = 4 and at B = 14
@@ -83,7 +83,8 @@ for stage in $stages; do
     control)
       [ "$study" = eagle ] || { echo "the control stage is the third study's (RSD_STUDY=eagle)" >&2; exit 2; }
       for dataset in dolly_builtin xsum_builtin wmt_builtin; do
-        sweep experiment=study_v3_fixed_length model_pair.dtype=float32 dataset="$dataset" out_dir="$out-control" "$@"
+        sweep experiment=study_v3_fixed_length model_pair.dtype=float32 dataset="$dataset" out_dir="$out-control" \
+          drafter=sd,bv,specinfer,spectr,rsd_c,tv,rsd_s "$@"  # AR and PLD use no draft: the main grid has them
       done ;;
     shared)
       [ "$study" = eagle ] || { echo "the shared stage is the third study's (RSD_STUDY=eagle)" >&2; exit 2; }
