@@ -18,7 +18,6 @@ import pandas as pd
 from analysis.acceptance import acceptance_frame, acceptance_markdown
 from analysis.answers import CLAIMS, answer_cell, answers_markdown, answers_sentence, ordering_answers
 from analysis.control import control_markdown, control_rows
-from analysis.load import load
 from analysis.names import method_label
 from analysis.rates import costs_markdown, costs_sentence, rate_ratios, same_work_sentence, step_costs
 from analysis.rates import markdown as rates_markdown
@@ -215,14 +214,13 @@ def page(out: Path) -> str:
         token_rates(out),
         "## Regenerating and resuming",
         "",
-        "The records of every run are in runs/ as archives. `python -m analysis.archive unpack "
-        "docs/results/embedded-eagle/runs results/study` restores them; `RSD_STUDY=eagle experiments/study.sh` "
-        "then decodes only what is missing of the study's grid (every stage) and regenerates this folder; "
-        "`python -m analysis.edition results/study/embedded-eagle --out docs/results/embedded-eagle` regenerates it "
-        "from the records alone (add `--shared results/study/embedded-eagle-shared` after `python -m analysis.archive "
-        "unpack docs/results/embedded-eagle/shared results/study` for the shared-context section, and `--rates "
-        "results/study/embedded-eagle-rates` after `python -m analysis.archive unpack "
-        "docs/results/embedded-eagle/rates/runs results/study` for the token rates).",
+        "The records of every run are in runs/ as archives (rates/runs/, control/runs/ and shared/ hold the other "
+        "passes'). `python -m analysis.regenerate docs/results/embedded-eagle --check` regenerates every generated "
+        "file of this folder from those archives alone and compares each with the committed one, byte for byte "
+        "(`--out DIR` writes them instead). To continue the study, `python -m analysis.archive unpack "
+        "docs/results/embedded-eagle/runs results/study` (and the same for rates/runs, control/runs and shared) "
+        "restores the records, and `RSD_STUDY=eagle experiments/study.sh` decodes only what is missing of the "
+        "study's grid (every stage) and regenerates this folder.",
         "",
     ])
 
@@ -230,15 +228,23 @@ def page(out: Path) -> str:
 def write_edition(results: Sequence[Path | str], out: Path, control: Path | None = None,
                   shared: Path | None = None, rates: Path | None = None) -> list[Path]:
     """The report of `results` in `out` (compact), then answers.csv, trend.csv, eagle.csv, acceptance.csv, with
-    `control` (the v3 control pass's results) control.csv, with `shared` (the shared-context records) shared.csv,
-    with `rates` (the quiet token-rate pass's results) rates.csv and costs.csv, and README.md."""
+    `control` (the v3 control pass's results) control.csv and its report in control/, with `shared` (the
+    shared-context records) shared.csv, with `rates` (the quiet token-rate pass's results) rates.csv, costs.csv and
+    its report in rates/, and README.md. Every report compares within one prompt set (none pools sets)."""
+    written: list[Path] = []
+    timed = ctl = None
+    for source, sub in ((rates, "rates"), (control, "control")):  # before the page, which links them
+        if source is not None:
+            sub_report = build_report([source], out / sub, compact=True, pool_sets=False)
+            written += sub_report.files
+            timed, ctl = (sub_report.tables, ctl) if sub == "rates" else (timed, sub_report.tables)
     report = build_report(results, out, compact=True, pool_sets=False)
-    if control is not None:
-        ctl = load([control])
+    if ctl is not None:
         frame = control_rows((report.tables.runs, report.tables.prompts), (ctl.runs, ctl.prompts))
         frame.to_csv(out / "control.csv", index=False)
+        written.append(out / "control.csv")
     answers = ordering_answers(report.pairs) if len(report.pairs) else pd.DataFrame()
-    written = list(report.files)
+    written += report.files
     trend = trend_rows(best_shapes(report.tables.runs, report.tables.prompts, errors=False), report.tables.prompts,
                        pool_sets=False)
     for name, frame in (("answers.csv", answers), ("eagle.csv", eagle_rows(report.pairs)), ("trend.csv", trend),
@@ -250,8 +256,7 @@ def write_edition(results: Sequence[Path | str], out: Path, control: Path | None
         with_own_widths(shared_answers(records), answers).to_csv(out / "shared.csv", index=False)
         shared_means(records, report.tables.runs).to_csv(out / "shared_means.csv", index=False)
         written += [out / "shared.csv", out / "shared_means.csv"]
-    if rates is not None:
-        timed = load([rates])
+    if timed is not None:
         rate_ratios(timed.prompts, timed.runs).to_csv(out / "rates.csv", index=False)
         step_costs(timed.runs).to_csv(out / "costs.csv", index=False)
         written += [out / "rates.csv", out / "costs.csv"]

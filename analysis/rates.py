@@ -122,6 +122,9 @@ def sentence(table: pd.DataFrame) -> str:
     table), the faster ones named, else the best cell; and the load the timings were taken at, when recorded."""
     parts = []
     for temperature, cells in table.groupby("temperature", sort=True, dropna=False):
+        cells = cells[np.isfinite(cells["ratio"].to_numpy(float))]  # records without a decode phase have no rate
+        if cells.empty:
+            continue
         verdicts = cells.apply(verdict, axis=1)
         faster = cells[verdicts == "faster"].sort_values("ratio", ascending=False)
         tables = len(cells.groupby(TABLE, dropna=False))
@@ -138,7 +141,7 @@ def sentence(table: pd.DataFrame) -> str:
             load = (f"; timed at 1-minute load {cells['load_low'].min():.2f}-{cells['load_high'].max():.2f}{cpus} "
                     f"({cells['machine'].iloc[0]})")
         parts.append(f"At {temperature_words(temperature)}: {counts}; {named}{load}.")
-    return " ".join(parts)
+    return " ".join(parts) or "No run has a decode token rate (their records have no decode phase)."
 
 
 def step_costs(runs: pd.DataFrame) -> pd.DataFrame:

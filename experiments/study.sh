@@ -120,12 +120,11 @@ for stage in $stages; do
         [ ! -d "$out-control" ] || extra+=(--control "$out-control")
         [ ! -d "$out-shared" ] || extra+=(--shared "$out-shared")
         [ ! -d "$out-rates" ] || extra+=(--rates "$out-rates")
-        python -m analysis.edition "$out" --out "$docs" "${extra[@]}"
-        [ ! -d "$out-control" ] || python -m analysis.report "$out-control" --out "$docs/control" --compact
+        python -m analysis.edition "$out" --out "$docs" "${extra[@]}"  # with its rates/ and control/ reports
       else
         python -m analysis.report "$out" --out "$docs" --compact
+        [ ! -d "$out-rates" ] || python -m analysis.report "$out-rates" --out "$docs/rates" --compact
       fi
-      [ ! -d "$out-rates" ] || python -m analysis.report "$out-rates" --out "$docs/rates" --compact
       pack_records ;;
     *) echo "unknown stage '$stage' (RSD_STAGES): use fixed_length, fixed_compute, temperature, control, shared, dial," \
          "rates, archive, report" >&2

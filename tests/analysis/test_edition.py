@@ -84,7 +84,9 @@ def test_the_committed_page_is_what_its_tables_say():
 
 def test_the_committed_edition_never_averages_across_prompt_sets():
     """Every comparison of the third edition is within one prompt set (write_edition builds without pooled rows)."""
-    for name in ("answers.csv", "eagle.csv", "trend.csv", "pairs.csv", "rates.csv", "costs.csv"):
+    names = ("answers.csv", "eagle.csv", "trend.csv", "pairs.csv", "rates.csv", "costs.csv", "control.csv",
+             "rates/pairs.csv", "control/pairs.csv")
+    for name in names:
         path = EDITION / name
         if path.is_file() and path.stat().st_size > 1:
             datasets = pd.read_csv(path, keep_default_na=False)["dataset"].astype(str)
