@@ -96,13 +96,15 @@ def compare(prompts: pd.DataFrame, first: str | Sequence[str], second: str | Seq
     """
     first, second = ([first] if isinstance(first, str) else list(first)), (
         [second] if isinstance(second, str) else list(second))
-    rate = rate_metric(prompts, [*first, *second])
+    # each side's prompts selected once, not once per metric (the report compares hundreds of pairs)
+    a_rows, b_rows = (prompts[prompts["run_dir"].isin(runs)].set_index(["dataset", "prompt_id"])
+                      for runs in (first, second))
+    rate = rate_metric(pd.concat([a_rows, b_rows]), [*first, *second])
+    common = a_rows.index.intersection(b_rows.index)
     out: dict = {"rate": rate}
     for metric in PAIR_METRICS:
         column = rate if metric == "token_rate" else metric
-        a, b = prompt_values(prompts, first, column), prompt_values(prompts, second, column)
-        common = a.index.intersection(b.index)
-        res = paired(a.loc[common].to_numpy(float), b.loc[common].to_numpy(float))
+        res = paired(a_rows[column].loc[common].to_numpy(float), b_rows[column].loc[common].to_numpy(float))
         out.update({f"{metric}_n": res.n, f"{metric}_diff": res.mean, f"{metric}_low": res.low,
                     f"{metric}_high": res.high, f"{metric}_p": res.p})
     return out
