@@ -231,16 +231,14 @@ def write_edition(results: Sequence[Path | str], out: Path, control: Path | None
     `control` (the v3 control pass's results) control.csv and its report in control/, with `shared` (the
     shared-context records) shared.csv, with `rates` (the quiet token-rate pass's results) rates.csv, costs.csv and
     its report in rates/, and README.md. Every report compares within one prompt set (none pools sets)."""
-    written: list[Path] = []
-    timed = ctl = None
-    for source, sub in ((rates, "rates"), (control, "control")):  # before the page, which links them
-        if source is not None:
-            sub_report = build_report([source], out / sub, compact=True, pool_sets=False)
-            written += sub_report.files
-            timed, ctl = (sub_report.tables, ctl) if sub == "rates" else (timed, sub_report.tables)
+    def sub_report(source: Path | None, folder: str):  # per set, like the page's own report
+        return None if source is None else build_report([source], out / folder, compact=True, pool_sets=False)
+
+    timed, ctl = sub_report(rates, "rates"), sub_report(control, "control")  # before the page, which links them
+    written = [path for sub in (timed, ctl) if sub is not None for path in sub.files]
     report = build_report(results, out, compact=True, pool_sets=False)
     if ctl is not None:
-        frame = control_rows((report.tables.runs, report.tables.prompts), (ctl.runs, ctl.prompts))
+        frame = control_rows((report.tables.runs, report.tables.prompts), (ctl.tables.runs, ctl.tables.prompts))
         frame.to_csv(out / "control.csv", index=False)
         written.append(out / "control.csv")
     answers = ordering_answers(report.pairs) if len(report.pairs) else pd.DataFrame()
@@ -257,8 +255,8 @@ def write_edition(results: Sequence[Path | str], out: Path, control: Path | None
         shared_means(records, report.tables.runs).to_csv(out / "shared_means.csv", index=False)
         written += [out / "shared.csv", out / "shared_means.csv"]
     if timed is not None:
-        rate_ratios(timed.prompts, timed.runs).to_csv(out / "rates.csv", index=False)
-        step_costs(timed.runs).to_csv(out / "costs.csv", index=False)
+        rate_ratios(timed.tables.prompts, timed.tables.runs).to_csv(out / "rates.csv", index=False)
+        step_costs(timed.tables.runs).to_csv(out / "costs.csv", index=False)
         written += [out / "rates.csv", out / "costs.csv"]
     (out / "README.md").write_text(page(out))
     return [*written, out / "README.md"]

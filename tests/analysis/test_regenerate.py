@@ -24,9 +24,11 @@ def study(root: Path) -> None:
 
 
 def committed_edition(tmp_path: Path) -> Path:
-    """docs/<edition>: the runs' and the rates pass's archives, a benchmark output, and what they regenerate."""
+    """docs/<edition>: the archives of the runs, the rates pass and the control pass, a benchmark output, and what
+    they regenerate."""
     docs = tmp_path / "docs" / "edition-x"
-    for part, archives in (("", docs / "runs"), ("-rates", docs / "rates" / "runs")):
+    for part, archives in (("", docs / "runs"), ("-rates", docs / "rates" / "runs"),
+                           ("-control", docs / "control" / "runs")):
         study(tmp_path / "results" / f"edition-x{part}")
         pack(tmp_path / "results" / f"edition-x{part}", archives)
     (docs / "speedup.txt").write_text("$ python benchmarks/speedup.py\n")
@@ -37,7 +39,8 @@ def committed_edition(tmp_path: Path) -> Path:
 
 def test_the_regenerated_folder_is_byte_identical(tmp_path, capsys):
     docs = committed_edition(tmp_path)
-    assert (docs / "rates" / "runs.csv").is_file() and "speedup.txt" in (docs / "README.md").read_text()
+    assert (docs / "rates" / "runs.csv").is_file() and (docs / "control" / "runs.csv").is_file()
+    assert "speedup.txt" in (docs / "README.md").read_text() and (docs / "control.csv").stat().st_size > 1
     capsys.readouterr()
     assert main([str(docs), "--check"]) == 0
     assert "byte-identical" in capsys.readouterr().out
