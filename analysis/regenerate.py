@@ -21,7 +21,6 @@ from pathlib import Path
 
 from analysis.archive import unpack
 from analysis.edition import write_edition
-from analysis.report import build_report
 
 INPUTS = ("speedup.txt",)  # committed beside the generated files, read by the page
 
@@ -41,11 +40,7 @@ def regenerate(docs: Path, out: Path, work: Path) -> list[Path]:
     for name in INPUTS:
         if (docs / name).is_file() and (docs / name).resolve() != (out / name).resolve():
             shutil.copyfile(docs / name, out / name)
-    written = []
-    for part, sub in (("-rates", "rates"), ("-control", "control")):  # before the page, which links them
-        if present[part] is not None:
-            written += build_report([present[part]], out / sub, compact=True).files
-    return written + write_edition([present[""]], out, present["-control"], present["-shared"], present["-rates"])
+    return write_edition([present[""]], out, present["-control"], present["-shared"], present["-rates"])
 
 
 def differing(generated: list[Path], out: Path, docs: Path) -> list[str]:
